@@ -1,0 +1,519 @@
+"""The canonical JSONL ingest: DuckDB's own JSON reader, then set-based SQL, in one transaction.
+
+The caller owns the transaction. Every table this module writes is derived from the staged file
+plus the existing rows of the rollouts it touches, so a rollout split across files (an event a
+line, in any order, in separate uploads) is reassembled and renumbered on each import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from ..errors import IngestError
+from .validate import SPLITS, STATUSES, first_problem, physical_line
+
+ITEM_TYPE = (
+    "STRUCT(type VARCHAR, role VARCHAR, content JSON, text VARCHAR, summary JSON,"
+    " call_id VARCHAR, name VARCHAR, arguments JSON, input JSON, output JSON, error JSON,"
+    " started_at VARCHAR, duration_ms DOUBLE, tokens BIGINT, seq BIGINT, refusal VARCHAR)"
+)
+
+COLUMNS: dict[str, str] = {
+    "run_id": "VARCHAR",
+    "rollout_id": "VARCHAR",
+    "step": "BIGINT",
+    "prompt_id": "VARCHAR",
+    "sample_index": "BIGINT",
+    "split": "VARCHAR",
+    "items": f"{ITEM_TYPE}[]",
+    "item": ITEM_TYPE,
+    "seq": "BIGINT",
+    "reward": "DOUBLE",
+    "grades": "JSON",
+    "final_answer": "VARCHAR",
+    "reference": "VARCHAR",
+    "status": "VARCHAR",
+    "started_at": "VARCHAR",
+    "ended_at": "VARCHAR",
+    "latency_ms": "DOUBLE",
+    "usage": "STRUCT(input_tokens BIGINT, output_tokens BIGINT, reasoning_tokens BIGINT)",
+    "metadata": "JSON",
+    "run_name": "VARCHAR",
+    "run_kind": "VARCHAR",
+    "model": "VARCHAR",
+}
+
+
+@dataclass
+class IngestResult:
+    """What one file added to the store."""
+
+    file: str
+    format: str
+    rollouts_added: int = 0
+    rollouts_updated: int = 0
+    events_added: int = 0
+    duplicates_skipped: int = 0
+    already_imported: bool = False
+    run_ids: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if self.already_imported:
+            return f"{self.file}: already imported, nothing changed"
+        parts = [f"{self.rollouts_added} rollouts added", f"{self.events_added} events added"]
+        if self.rollouts_updated:
+            parts.append(f"{self.rollouts_updated} rollouts updated")
+        if self.duplicates_skipped:
+            parts.append(f"{self.duplicates_skipped} duplicates skipped")
+        return f"{self.file} ({self.format}): " + ", ".join(parts)
+
+
+def _ts(expr: str) -> str:
+    """SQL turning an RFC 3339 string or epoch milliseconds into a UTC TIMESTAMP."""
+    return (
+        f"(CASE WHEN {expr} IS NULL THEN NULL"
+        f" WHEN try_cast({expr} AS DOUBLE) IS NOT NULL"
+        f" THEN make_timestamp(CAST(try_cast({expr} AS DOUBLE) * 1000 AS BIGINT))"
+        f" ELSE CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) END)"
+    )
+
+
+def _json_text(expr: str) -> str:
+    """A JSON value as text: strings unquoted, anything else as its JSON."""
+    return (
+        f"(CASE WHEN {expr} IS NULL OR json_type({expr}) = 'NULL' THEN NULL"
+        f" WHEN json_type({expr}) = 'VARCHAR' THEN {expr} ->> '$'"
+        f" WHEN json_type({expr}) = 'ARRAY' AND json_array_length({expr}) > 0"
+        f"  AND list_bool_and(list_transform(json_extract_string({expr}, '$[*].text'), x -> x IS NOT NULL))"
+        f" THEN array_to_string(json_extract_string({expr}, '$[*].text'), chr(10))"
+        f" ELSE CAST({expr} AS VARCHAR) END)"
+    )
+
+
+_KIND = """(CASE
+    WHEN it.type = 'reasoning' THEN 'reasoning'
+    WHEN it.type = 'message' THEN 'message'
+    WHEN it.type IN ('function_call', 'custom_tool_call') OR ends_with(it.type, '_call') THEN 'tool_call'
+    WHEN it.type IN ('function_call_output', 'custom_tool_call_output')
+      OR ends_with(it.type, '_call_output') THEN 'tool_result'
+    ELSE NULL END)"""
+
+_TEXT = f"""(CASE
+    WHEN it.type = 'reasoning' THEN coalesce(
+        it.text,
+        nullif(array_to_string(json_extract_string(it.summary, '$[*].text'), chr(10)), ''),
+        nullif(array_to_string(json_extract_string(it.content, '$[*].text'), chr(10)), ''))
+    WHEN it.type = 'message' THEN coalesce({_json_text("it.content")}, it.text, it.refusal)
+    ELSE it.text END)"""
+
+# Event rows of the staged file, before ordering. src_seq orders rollout-line items by position.
+_STAGE_ITEMS = f"""
+CREATE OR REPLACE TEMP TABLE stage_items AS
+WITH raw AS (
+    SELECT run_id, rollout_id, rec_no AS line_no, unnest(items) AS it,
+           unnest(range(len(items))) AS item_idx, NULL::BIGINT AS line_seq, false AS from_event_line
+    FROM stage WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+    UNION ALL
+    SELECT run_id, rollout_id, rec_no, item, 0, seq, true
+    FROM stage WHERE item IS NOT NULL
+)
+SELECT run_id, rollout_id, line_no, CAST(item_idx AS INTEGER) AS item_idx,
+       CASE WHEN from_event_line THEN coalesce(line_seq, it.seq) ELSE coalesce(it.seq, item_idx) END AS src_seq,
+       {_KIND} AS kind,
+       it.type AS item_type,
+       coalesce(it.role, CASE WHEN it.type LIKE '%output' THEN 'tool' ELSE 'assistant' END) AS role,
+       {_TEXT} AS text,
+       CASE WHEN {_KIND} = 'tool_call' THEN coalesce(it.name, it.type) END AS tool_name,
+       it.call_id,
+       CASE WHEN {_KIND} = 'tool_call' THEN coalesce({_json_text("it.arguments")}, {_json_text("it.input")}) END
+           AS arguments,
+       CASE WHEN {_KIND} = 'tool_result' THEN {_json_text("it.output")} END AS output,
+       CASE WHEN it.error IS NULL OR json_type(it.error) = 'NULL' THEN NULL
+            WHEN json_type(it.error) = 'VARCHAR' THEN it.error ->> '$'
+            ELSE coalesce(it.error ->> 'message', CAST(it.error AS VARCHAR)) END AS error,
+       {_ts("it.started_at")} AS started_at,
+       it.duration_ms,
+       CAST(it.tokens AS INTEGER) AS tokens,
+       CASE WHEN from_event_line THEN hash(CAST(it AS VARCHAR), line_seq) END AS fingerprint
+FROM raw
+"""
+
+_WORK_EVENTS_ORDERED = """
+CREATE OR REPLACE TEMP TABLE work_ordered AS
+WITH ordered AS (
+    SELECT *, CAST(row_number() OVER w - 1 AS INTEGER) AS new_seq
+    FROM work_events
+    WINDOW w AS (PARTITION BY run_id, rollout_id
+                 ORDER BY src_seq NULLS LAST, started_at NULLS LAST, import_id, line_no, item_idx)
+), flagged AS (
+    SELECT *, (kind IN ('reasoning', 'tool_call') OR (kind = 'message' AND role = 'assistant')) AS is_model
+    FROM ordered
+), starts AS (
+    SELECT *, CASE WHEN is_model AND NOT coalesce(lag(is_model) OVER w, false) THEN 1 ELSE 0 END AS starts_turn
+    FROM flagged
+    WINDOW w AS (PARTITION BY run_id, rollout_id ORDER BY new_seq)
+)
+SELECT *, CAST(sum(starts_turn) OVER (PARTITION BY run_id, rollout_id ORDER BY new_seq
+                                      ROWS UNBOUNDED PRECEDING) AS INTEGER) AS new_turn
+FROM starts
+"""
+
+_INSERT_EVENTS = """
+INSERT INTO events BY NAME
+WITH results AS (
+    SELECT run_id, rollout_id, call_id, min(started_at) AS out_at, max(duration_ms) AS out_ms
+    FROM work_ordered WHERE kind = 'tool_result' AND call_id IS NOT NULL
+    GROUP BY ALL
+)
+SELECT w.run_id, w.rollout_id, w.new_seq AS seq, w.new_turn AS turn, w.kind, w.role, w.text, w.tool_name,
+       w.call_id, w.arguments, w.output, w.error, w.started_at,
+       CASE WHEN w.kind = 'tool_call'
+            THEN coalesce(r.out_ms, epoch_ms(r.out_at) - epoch_ms(w.started_at), w.duration_ms)
+            ELSE w.duration_ms END AS duration_ms,
+       w.tokens, w.item_type, w.src_seq, w.import_id, w.line_no, w.item_idx, w.fingerprint
+FROM work_ordered w
+LEFT JOIN results r
+  ON w.kind = 'tool_call' AND r.run_id = w.run_id AND r.rollout_id = w.rollout_id AND r.call_id = w.call_id
+"""
+
+_EVENT_STATS = """
+CREATE OR REPLACE TEMP TABLE event_stats AS
+WITH per_turn AS (
+    SELECT run_id, rollout_id, new_turn, count(*) FILTER (WHERE kind = 'tool_call') AS calls
+    FROM work_ordered GROUP BY ALL
+), parallel AS (
+    SELECT run_id, rollout_id, max(calls) AS max_parallel_calls FROM per_turn GROUP BY ALL
+)
+SELECT e.run_id, e.rollout_id,
+       count(*) AS n_events,
+       count(*) FILTER (WHERE kind = 'tool_call') AS n_tool_calls,
+       count(*) FILTER (WHERE kind = 'tool_result' AND error IS NOT NULL) AS n_tool_errors,
+       max(new_turn) AS n_turns,
+       any_value(p.max_parallel_calls) AS max_parallel_calls,
+       arg_max(text, new_seq) FILTER (WHERE kind = 'message' AND role = 'assistant' AND text IS NOT NULL)
+           AS last_assistant_text,
+       arg_min(text, new_seq) FILTER (WHERE kind = 'message' AND role = 'user') AS first_user_text,
+       epoch_ms(max(e.started_at + to_milliseconds(coalesce(duration_ms, 0))))
+         - epoch_ms(min(e.started_at)) AS span_ms,
+       sum(duration_ms) FILTER (WHERE kind <> 'tool_call') AS duration_sum_ms
+FROM work_ordered e JOIN parallel p USING (run_id, rollout_id)
+GROUP BY ALL
+"""
+
+_STAGE_FIELDS = f"""
+CREATE OR REPLACE TEMP TABLE stage_fields AS
+SELECT run_id, rollout_id,
+    arg_max(step, rec_no) FILTER (WHERE step IS NOT NULL) AS step,
+    arg_max(prompt_id, rec_no) FILTER (WHERE prompt_id IS NOT NULL) AS prompt_id,
+    arg_max(sample_index, rec_no) FILTER (WHERE sample_index IS NOT NULL) AS sample_index,
+    arg_max(split, rec_no) FILTER (WHERE split IS NOT NULL) AS split,
+    arg_max(reward, rec_no) FILTER (WHERE reward IS NOT NULL) AS reward,
+    arg_max(final_answer, rec_no) FILTER (WHERE final_answer IS NOT NULL) AS final_answer,
+    arg_max(reference, rec_no) FILTER (WHERE reference IS NOT NULL) AS reference,
+    arg_max(status, rec_no) FILTER (WHERE status IS NOT NULL) AS status,
+    arg_max({_ts("started_at")}, rec_no) FILTER (WHERE started_at IS NOT NULL) AS started_at,
+    arg_max({_ts("ended_at")}, rec_no) FILTER (WHERE ended_at IS NOT NULL) AS ended_at,
+    arg_max(latency_ms, rec_no) FILTER (WHERE latency_ms IS NOT NULL) AS latency_ms,
+    arg_max(usage.input_tokens, rec_no) FILTER (WHERE usage.input_tokens IS NOT NULL) AS input_tokens,
+    arg_max(usage.output_tokens, rec_no) FILTER (WHERE usage.output_tokens IS NOT NULL) AS output_tokens,
+    arg_max(usage.reasoning_tokens, rec_no) FILTER (WHERE usage.reasoning_tokens IS NOT NULL)
+        AS reasoning_tokens,
+    arg_max(metadata, rec_no) FILTER (WHERE metadata IS NOT NULL) AS metadata
+FROM stage
+WHERE rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+GROUP BY run_id, rollout_id
+"""
+
+_STAGE_GRADES = """
+CREATE OR REPLACE TEMP TABLE stage_grades AS
+WITH latest AS (
+    SELECT run_id, rollout_id, arg_max(grades, rec_no) AS grades
+    FROM stage
+    WHERE grades IS NOT NULL AND json_type(grades) <> 'NULL'
+      AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+    GROUP BY run_id, rollout_id
+), listed AS (
+    SELECT run_id, rollout_id,
+           unnest(CAST(grades AS STRUCT(name VARCHAR, score DOUBLE, weight DOUBLE, explanation VARCHAR)[])) AS g
+    FROM latest WHERE json_type(grades) = 'ARRAY'
+), keyed AS (
+    SELECT run_id, rollout_id, unnest(map_entries(CAST(grades AS MAP(VARCHAR, JSON)))) AS kv
+    FROM latest WHERE json_type(grades) = 'OBJECT'
+)
+SELECT run_id, rollout_id, g.name AS grader, g.score, g.weight, g.explanation FROM listed
+UNION ALL
+SELECT run_id, rollout_id, kv.key, CAST(kv.value AS DOUBLE), NULL, NULL FROM keyed
+"""
+
+_MERGE_ROLLOUTS = """
+CREATE OR REPLACE TEMP TABLE merged_rollouts AS
+WITH grade_mean AS (
+    SELECT run_id, rollout_id, sum(score * coalesce(weight, 1)) / nullif(sum(coalesce(weight, 1)), 0) AS reward
+    FROM grades SEMI JOIN affected USING (run_id, rollout_id)
+    GROUP BY ALL
+)
+SELECT a.run_id, a.rollout_id,
+    CAST(coalesce(f.step, o.step, 0) AS INTEGER) AS step,
+    coalesce(f.prompt_id, o.prompt_id) AS prompt_id,
+    CAST(coalesce(f.sample_index, o.sample_index) AS INTEGER) AS sample_index,
+    coalesce(f.split, o.split, 'train') AS split,
+    coalesce(f.reward, o.reward, g.reward) AS reward,
+    coalesce(f.latency_ms, o.latency_ms,
+             epoch_ms(coalesce(f.ended_at, o.ended_at)) - epoch_ms(coalesce(f.started_at, o.started_at)),
+             s.span_ms, s.duration_sum_ms) AS latency_ms,
+    coalesce(s.n_tool_calls, 0) AS n_tool_calls,
+    coalesce(s.n_turns, 0) AS n_turns,
+    coalesce(s.max_parallel_calls, 0) AS max_parallel_calls,
+    coalesce(s.n_events, 0) AS n_events,
+    coalesce(s.n_tool_errors, 0) AS n_tool_errors,
+    coalesce(f.status, o.status, 'ok') AS status,
+    coalesce(f.final_answer, o.final_answer, s.last_assistant_text) AS final_answer,
+    coalesce(f.reference, o.reference) AS reference,
+    coalesce(s.first_user_text, o.prompt) AS prompt,
+    coalesce(f.started_at, o.started_at) AS started_at,
+    coalesce(f.ended_at, o.ended_at) AS ended_at,
+    coalesce(f.input_tokens, o.input_tokens) AS input_tokens,
+    coalesce(f.output_tokens, o.output_tokens) AS output_tokens,
+    coalesce(f.reasoning_tokens, o.reasoning_tokens) AS reasoning_tokens,
+    coalesce(f.metadata, o.metadata) AS metadata,
+    CAST(coalesce(o.import_id, $import_id) AS INTEGER) AS import_id,
+    o.rollout_id IS NOT NULL AS existed
+FROM affected a
+LEFT JOIN stage_fields f USING (run_id, rollout_id)
+LEFT JOIN rollouts o USING (run_id, rollout_id)
+LEFT JOIN event_stats s USING (run_id, rollout_id)
+LEFT JOIN grade_mean g USING (run_id, rollout_id)
+"""
+
+
+def _first(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> tuple[object, ...] | None:
+    return con.execute(sql, params or []).fetchone()
+
+
+def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
+    row = con.execute(sql).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
+class CanonicalIngest:
+    """One canonical file into the store, on a connection whose transaction the caller owns."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, path: Path, display_name: str) -> None:
+        self.con = con
+        self.path = path
+        self.display_name = display_name
+
+    def _fail(self, record_number: int, field: str, message: str) -> IngestError:
+        exact = first_problem(self.path, self.display_name)
+        if exact is not None:
+            return exact
+        return IngestError(
+            f"`{field}` {message}" if field else message,
+            file=self.display_name,
+            line=physical_line(self.path, record_number),
+            field=field or None,
+        )
+
+    def stage(self, compression: str | None) -> int:
+        """Read the file into a temp table. Returns the number of records."""
+        columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in COLUMNS.items()) + "}"
+        try:
+            self.con.execute(
+                "CREATE OR REPLACE TEMP TABLE stage AS"
+                f" SELECT * RENAME (ordinality AS rec_no) FROM read_json(?, columns = {columns},"
+                " format = 'newline_delimited', compression = ?, maximum_object_size = 1073741824)"
+                " WITH ORDINALITY",
+                [str(self.path), compression or "uncompressed"],
+            )
+        except duckdb.Error as exc:
+            exact = first_problem(self.path, self.display_name)
+            if exact is not None:
+                raise exact from exc
+            raise IngestError(_clean_duckdb_message(exc), file=self.display_name) from exc
+        return _count(self.con, "SELECT count(*) FROM stage")
+
+    def validate(self) -> None:
+        splits = ", ".join(f"'{s}'" for s in SPLITS)
+        statuses = ", ".join(f"'{s}'" for s in STATUSES)
+        row = _first(
+            self.con,
+            f"""
+            SELECT rec_no, CASE
+                WHEN run_id IS NULL OR run_id = '' THEN 'run_id'
+                WHEN rollout_id IS NULL OR rollout_id = '' THEN 'rollout_id'
+                WHEN step < 0 THEN 'step'
+                WHEN split IS NOT NULL AND split NOT IN ({splits}) THEN 'split'
+                WHEN status IS NOT NULL AND status NOT IN ({statuses}) THEN 'status'
+                WHEN items IS NOT NULL AND item IS NOT NULL THEN 'item'
+                WHEN grades IS NOT NULL AND json_type(grades) NOT IN ('OBJECT', 'ARRAY', 'NULL') THEN 'grades'
+                WHEN list_bool_or(list_transform(items, x -> x.type IS NULL)) THEN 'items'
+                WHEN item IS NOT NULL AND item.type IS NULL THEN 'item'
+                WHEN isinf(reward) OR isnan(reward) THEN 'reward'
+            END AS problem
+            FROM stage
+            WHERE problem IS NOT NULL
+            ORDER BY rec_no LIMIT 1
+            """,
+        )
+        if row is not None:
+            raise self._fail(int(str(row[0])), str(row[1]), "is missing or not valid")
+        duplicate = _first(
+            self.con,
+            """
+            SELECT rollout_id, list_sort(list(rec_no)) AS lines FROM stage
+            WHERE items IS NOT NULL GROUP BY run_id, rollout_id HAVING count(*) > 1
+            ORDER BY min(rec_no) LIMIT 1
+            """,
+        )
+        if duplicate is not None:
+            lines = [int(n) for n in duplicate[1]]  # type: ignore[attr-defined]
+            raise IngestError(
+                f"`rollout_id` {duplicate[0]!r} appears on more than one rollout line "
+                f"(first on line {physical_line(self.path, lines[0])}); rollout ids must be unique within a run",
+                file=self.display_name,
+                line=physical_line(self.path, lines[1]),
+                field="rollout_id",
+            )
+
+    def write(self, import_id: int) -> IngestResult:
+        con = self.con
+        result = IngestResult(file=self.display_name, format="canonical")
+        # A rollout line for a rollout that already has a trajectory is a duplicate: skip it whole.
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE duplicate_lines AS
+            SELECT s.rec_no FROM stage s JOIN rollouts r USING (run_id, rollout_id)
+            WHERE s.items IS NOT NULL AND r.n_events > 0
+            """
+        )
+        duplicates = _count(con, "SELECT count(*) FROM duplicate_lines")
+        try:
+            con.execute(_STAGE_ITEMS)
+            con.execute(_STAGE_GRADES)
+        except duckdb.Error as exc:
+            raise self._fail(1, "", _clean_duckdb_message(exc)) from exc
+        unknown = con.execute(
+            "SELECT item_type, count(*) FROM stage_items WHERE kind IS NULL GROUP BY ALL ORDER BY 2 DESC"
+        ).fetchall()
+        for item_type, count in unknown:
+            result.warnings.append(f"{count} items of unknown type {item_type!r} were skipped")
+        # Event lines already stored (same content and seq) are duplicates too.
+        duplicates += _count(
+            con,
+            """
+            SELECT count(*) FROM stage_items s
+            WHERE s.fingerprint IS NOT NULL AND EXISTS (
+                SELECT 1 FROM events e WHERE e.run_id = s.run_id AND e.rollout_id = s.rollout_id
+                  AND e.fingerprint = s.fingerprint)
+            """,
+        )
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE new_events AS
+            SELECT DISTINCT ON (run_id, rollout_id, coalesce(fingerprint, hash(line_no, item_idx))) *,
+                   CAST({import_id} AS INTEGER) AS import_id
+            FROM stage_items s
+            WHERE kind IS NOT NULL AND (s.fingerprint IS NULL OR NOT EXISTS (
+                SELECT 1 FROM events e WHERE e.run_id = s.run_id AND e.rollout_id = s.rollout_id
+                  AND e.fingerprint = s.fingerprint))
+            """
+        )
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE affected AS
+            SELECT DISTINCT run_id, rollout_id FROM (
+                SELECT run_id, rollout_id FROM new_events
+                UNION ALL
+                SELECT run_id, rollout_id FROM stage
+                WHERE item IS NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines))
+            """
+        )
+        result.events_added = _count(con, "SELECT count(*) FROM new_events")
+        result.duplicates_skipped = duplicates
+        with_history = _count(
+            con,
+            "SELECT count(*) FROM affected JOIN rollouts r USING (run_id, rollout_id) WHERE r.n_events > 0",
+        )
+        event_columns = (
+            "run_id, rollout_id, kind, role, text, tool_name, call_id, arguments, output, error,"
+            " started_at, duration_ms, tokens, item_type, src_seq, import_id, line_no, item_idx, fingerprint"
+        )
+        if with_history:
+            con.execute(
+                f"""
+                CREATE OR REPLACE TEMP TABLE work_events AS
+                SELECT {event_columns} FROM new_events
+                UNION ALL
+                SELECT {event_columns} FROM events SEMI JOIN affected USING (run_id, rollout_id)
+                """
+            )
+            con.execute("DELETE FROM events WHERE (run_id, rollout_id) IN (SELECT * FROM affected)")
+        else:
+            con.execute(f"CREATE OR REPLACE TEMP TABLE work_events AS SELECT {event_columns} FROM new_events")
+        con.execute(_WORK_EVENTS_ORDERED)
+        con.execute(_INSERT_EVENTS)
+        con.execute(_EVENT_STATS)
+        con.execute(_STAGE_FIELDS)
+        con.execute(
+            "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
+            " (SELECT run_id, rollout_id, grader FROM stage_grades)"
+        )
+        con.execute("INSERT INTO grades BY NAME SELECT * FROM stage_grades")
+        con.execute(_MERGE_ROLLOUTS, {"import_id": import_id})
+        counts = _first(con, "SELECT count(*) FILTER (WHERE NOT existed), count(*) FILTER (WHERE existed) FROM merged_rollouts")
+        assert counts is not None
+        result.rollouts_added, result.rollouts_updated = int(str(counts[0])), int(str(counts[1]))
+        if result.rollouts_updated:
+            con.execute("DELETE FROM rollouts WHERE (run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)")
+        con.execute("INSERT INTO rollouts BY NAME SELECT * EXCLUDE (existed) FROM merged_rollouts")
+        self._upsert_runs()
+        result.run_ids = [str(r[0]) for r in con.execute("SELECT DISTINCT run_id FROM stage ORDER BY 1").fetchall()]
+        return result
+
+    def _upsert_runs(self) -> None:
+        self.con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE stage_runs AS
+            SELECT run_id,
+                   arg_max(run_name, rec_no) FILTER (WHERE run_name IS NOT NULL) AS name,
+                   arg_max(run_kind, rec_no) FILTER (WHERE run_kind IS NOT NULL) AS kind,
+                   arg_max(model, rec_no) FILTER (WHERE model IS NOT NULL) AS model,
+                   bool_and(coalesce(split, 'train') = 'eval') AS all_eval
+            FROM stage GROUP BY run_id
+            """
+        )
+        self.con.execute(
+            """
+            UPDATE runs SET name = coalesce(s.name, runs.name), kind = coalesce(s.kind, runs.kind),
+                            model = coalesce(s.model, runs.model)
+            FROM stage_runs s WHERE runs.run_id = s.run_id
+            """
+        )
+        self.con.execute(
+            """
+            INSERT INTO runs (run_id, name, kind, model, source)
+            SELECT run_id, coalesce(name, run_id),
+                   coalesce(kind, CASE WHEN all_eval THEN 'eval' ELSE 'train' END), model, ?
+            FROM stage_runs WHERE run_id NOT IN (SELECT run_id FROM runs)
+            """,
+            [self.display_name],
+        )
+
+    @staticmethod
+    def cleanup(con: duckdb.DuckDBPyConnection) -> None:
+        for table in (
+            "stage", "duplicate_lines", "stage_items", "stage_grades", "new_events", "affected",
+            "work_events", "work_ordered", "event_stats", "stage_fields", "merged_rollouts", "stage_runs",
+        ):
+            con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+def _clean_duckdb_message(exc: duckdb.Error) -> str:
+    text = str(exc).split("\n")[0]
+    for prefix in ("Invalid Input Error: ", "Conversion Error: ", "Binder Error: "):
+        text = text.removeprefix(prefix)
+    return text

@@ -1,0 +1,345 @@
+"""The trace store: one DuckDB database, one connection per process, a cursor per thread."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from .errors import IngestError, StoreLocked, TraceStoreError, UnknownFormatError
+from .extensions import load_extension
+from .ingest.canonical import CanonicalIngest, IngestResult
+from .ingest.files import compression_of, head_bytes
+from .ingest.registry import Importer, describe_formats, detect_format, get_importer
+from .schema import migrate
+
+ProgressCallback = Callable[[int, int], None]
+
+DEFAULT_DB_ENV = "ROLLSCOPE_DB"
+
+
+def default_db_path() -> Path:
+    """$ROLLSCOPE_DB, else a file in the user's data folder."""
+    configured = os.environ.get(DEFAULT_DB_ENV)
+    if configured:
+        return Path(configured).expanduser()
+    data_home = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data_home / "rollscope" / "rollscope.duckdb"
+
+
+def _hash_path(path: Path, progress: Callable[[int], None] | None = None) -> str:
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    done = 0
+    for file in files:
+        if path.is_dir():
+            digest.update(str(file.relative_to(path)).encode())
+        with file.open("rb") as handle:
+            while chunk := handle.read(4 << 20):
+                digest.update(chunk)
+                done += len(chunk)
+                if progress:
+                    progress(done)
+    return digest.hexdigest()
+
+
+def _size_of(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+class Store:
+    """A Rollscope store. Safe to share between threads; each query takes its own cursor."""
+
+    def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
+        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        self.read_only = read_only
+        if not read_only:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(
+                    f"{self.path} is open for writing in another process (a running `rollscope serve`?). "
+                    "DuckDB's embedded file allows one writing process: stop that process, or import "
+                    "through the app's Runs page."
+                ) from exc
+            raise TraceStoreError(f"cannot open {self.path}: {exc}") from exc
+        self._write_lock = threading.Lock()
+        self._con.execute("SET TimeZone = 'UTC'")
+        self._con.execute("SET preserve_insertion_order = false")
+        if not read_only:
+            migrate(self._con)
+
+    # -- connections -------------------------------------------------------------------------
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor for the calling thread. DuckDB cursors must not be shared across threads."""
+        cur = self._con.cursor()
+        cur.execute("SET TimeZone = 'UTC'")
+        return cur
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def load_extension(self, name: str) -> None:
+        load_extension(self._con, name)
+
+    @contextmanager
+    def transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A write transaction, serialized within this process."""
+        with self._write_lock:
+            cur = self.cursor()
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                yield cur
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            finally:
+                cur.close()
+
+    # -- reading -----------------------------------------------------------------------------
+    def query_df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
+        cur = self.cursor()
+        try:
+            return cur.execute(sql, params or []).df()
+        finally:
+            cur.close()
+
+    def is_empty(self) -> bool:
+        cur = self.cursor()
+        try:
+            row = cur.execute("SELECT count(*) FROM runs").fetchone()
+        finally:
+            cur.close()
+        return not row or row[0] == 0
+
+    def list_runs(self) -> pd.DataFrame:
+        """One row a run: name, kind, model, rollouts, steps, mean reward, last import."""
+        return self.query_df(
+            """
+            WITH last_import AS (
+                SELECT run_id, max(imported_at) AS last_import
+                FROM (SELECT unnest(run_ids) AS run_id, imported_at FROM imports) GROUP BY run_id
+            ), stats AS (
+                SELECT run_id, count(*) AS rollouts, count(DISTINCT step) AS steps,
+                       min(step) AS min_step, max(step) AS max_step, avg(reward) AS mean_reward
+                FROM rollouts GROUP BY run_id
+            )
+            SELECT r.run_id, r.name, r.kind, r.model,
+                   coalesce(s.rollouts, 0) AS rollouts, coalesce(s.steps, 0) AS steps,
+                   s.min_step, s.max_step, s.mean_reward,
+                   (SELECT max(last_import) FROM last_import l WHERE l.run_id = r.run_id) AS last_import
+            FROM runs r LEFT JOIN stats s USING (run_id)
+            ORDER BY last_import DESC NULLS LAST, r.run_id
+            """
+        )
+
+    def list_imports(self) -> pd.DataFrame:
+        return self.query_df(
+            "SELECT import_id, file_name, format, rollouts_added, events_added, duplicates_skipped,"
+            " run_ids, imported_at FROM imports ORDER BY import_id DESC"
+        )
+
+    # -- writing -----------------------------------------------------------------------------
+    def detect_format(self, path: str | Path) -> Importer | None:
+        path = Path(path)
+        return detect_format(path.name, head_bytes(path))
+
+    def ingest_file(
+        self,
+        path: str | Path,
+        *,
+        display_name: str | None = None,
+        format: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> IngestResult:
+        """Import one file (or a folder of per-step files) in one transaction.
+
+        On any error the store is left exactly as it was and an IngestError says where.
+        Importing the same content again changes nothing and says so.
+        """
+        path = Path(path)
+        name = display_name or path.name
+        if not path.exists():
+            raise IngestError("no such file", file=name)
+        try:
+            total = max(_size_of(path), 1)
+        except OSError as exc:
+            raise IngestError(f"cannot read the file: {exc.strerror or exc}", file=name) from exc
+
+        def report(done: float) -> None:
+            if progress:
+                progress(min(int(done), total), total)
+
+        try:
+            content_hash = _hash_path(path, lambda done: report(0.15 * done))
+        except OSError as exc:
+            raise IngestError(f"cannot read the file: {exc.strerror or exc}", file=name) from exc
+        importer = get_importer(format) if format else self.detect_format(path)
+        if importer is None:
+            raise UnknownFormatError(
+                f"cannot tell which format this is. Known formats: {describe_formats()}", file=name
+            )
+        cur = self.cursor()
+        try:
+            previous = cur.execute(
+                "SELECT import_id FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1",
+                [content_hash],
+            ).fetchone()
+        finally:
+            cur.close()
+        if previous is not None:
+            report(total)
+            return IngestResult(file=name, format=importer.name, already_imported=True)
+
+        workdir = Path(tempfile.mkdtemp(prefix="rollscope-import-"))
+        try:
+            canonical_path = path
+            if importer.convert is not None:
+                canonical_path = workdir / "converted.jsonl"
+                count = _write_records(importer.convert(path), canonical_path)
+                if count == 0:
+                    raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
+            report(0.2 * total)
+            result = self._ingest_canonical(canonical_path, name, importer, content_hash, report, total)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        report(total)
+        return result
+
+    def _ingest_canonical(
+        self,
+        path: Path,
+        name: str,
+        importer: Importer,
+        content_hash: str,
+        report: Callable[[float], None],
+        total: int,
+    ) -> IngestResult:
+        with self._write_lock:
+            cur = self.cursor()
+            job = CanonicalIngest(cur, path, name if importer.convert is None else f"{name} (as converted)")
+            job.display_name = name
+            cur.execute("BEGIN TRANSACTION")
+            try:
+                row = cur.execute("SELECT nextval('import_ids')").fetchone()
+                assert row is not None
+                import_id = int(row[0])
+                with _poll_progress(cur, lambda fraction: report((0.2 + 0.5 * fraction) * total)):
+                    job.stage(compression_of(path))
+                job.validate()
+                report(0.75 * total)
+                result = job.write(import_id)
+                result.format = importer.name
+                if result.rollouts_added == 0 and result.events_added == 0 and result.rollouts_updated == 0:
+                    if result.duplicates_skipped == 0:
+                        raise IngestError("the file holds no rollouts", file=name)
+                cur.execute(
+                    "INSERT INTO imports (import_id, file_name, content_hash, format, rollouts_added,"
+                    " events_added, duplicates_skipped, run_ids, outcome, message)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)",
+                    [
+                        import_id, name, content_hash, importer.name, result.rollouts_added,
+                        result.events_added, result.duplicates_skipped, result.run_ids,
+                        "; ".join(result.warnings) or None,
+                    ],
+                )
+                cur.execute("COMMIT")
+            except BaseException:
+                cur.execute("ROLLBACK")
+                raise
+            finally:
+                CanonicalIngest.cleanup(cur)
+                cur.close()
+        return result
+
+    def ingest_records(
+        self, records: Iterable[dict[str, Any]], *, display_name: str, format: str = "canonical"
+    ) -> IngestResult:
+        """Import canonical records held in memory (tests, generators, API pulls)."""
+        workdir = Path(tempfile.mkdtemp(prefix="rollscope-records-"))
+        try:
+            target = workdir / f"{display_name}.jsonl"
+            _write_records(records, target)
+            return self.ingest_file(target, display_name=display_name, format=format)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def load_demo(self, progress: ProgressCallback | None = None, **size: int) -> IngestResult:
+        """Generate and import the demo runs (a baseline and a training run)."""
+        from .demo import write_demo_file
+
+        workdir = Path(tempfile.mkdtemp(prefix="rollscope-demo-"))
+        try:
+            path = write_demo_file(workdir / "demo.jsonl", **size)
+            return self.ingest_file(path, display_name="demo run", format="canonical", progress=progress)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+    def delete_run(self, run_id: str) -> int:
+        """Remove a run and every row of it. Returns the number of rollouts removed."""
+        with self.transaction() as cur:
+            row = cur.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [run_id]).fetchone()
+            for table in ("events", "grades", "flags", "rollouts", "runs"):
+                cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            cur.execute(
+                "DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id]
+            )
+        return int(row[0]) if row else 0
+
+
+def _write_records(records: Iterable[dict[str, Any]], target: Path) -> int:
+    count = 0
+    with target.open("w", encoding="utf-8") as out:
+        for record in records:
+            out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
+            out.write("\n")
+            count += 1
+    return count
+
+
+@contextmanager
+def _poll_progress(cur: duckdb.DuckDBPyConnection, report: Callable[[float], None]) -> Iterator[None]:
+    """Report DuckDB's own progress of the running query from a side thread."""
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.wait(0.25):
+            try:
+                percent = cur.query_progress()
+            except duckdb.Error:
+                continue
+            if percent is not None and percent >= 0:
+                report(percent / 100.0)
+
+    thread = threading.Thread(target=poll, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def open_store(path: str | Path | None = None, *, read_only: bool = False) -> Store:
+    return Store(path, read_only=read_only)
