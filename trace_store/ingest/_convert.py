@@ -86,7 +86,9 @@ def iter_json_records(
             except json.JSONDecodeError as exc:
                 if not stripped.startswith(("{", "[")):
                     raise IngestError(
-                        f"not valid JSON ({exc.msg} at column {exc.colno})", file=name, line=first_number
+                        f"not valid JSON ({exc.msg} at column {exc.colno})",
+                        file=name,
+                        line=first_number,
                     ) from None
                 whole = True
             if whole:
@@ -96,7 +98,9 @@ def iter_json_records(
                     document = json.loads(text)
                 except json.JSONDecodeError as exc:
                     raise IngestError(
-                        f"not valid JSON ({exc.msg} at column {exc.colno})", file=name, line=exc.lineno
+                        f"not valid JSON ({exc.msg} at column {exc.colno})",
+                        file=name,
+                        line=exc.lineno,
                     ) from None
                 yield from _whole_document(name, document, one_record)
                 return

@@ -38,7 +38,12 @@ _OUTPUT_TYPES = {
     "apply_patch_call_output",
     "tool_search_output",
 }
-_SKIPPED_TYPES = {"item_reference", "mcp_list_tools", "mcp_approval_request", "mcp_approval_response"}
+_SKIPPED_TYPES = {
+    "item_reference",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+}
 _TIMING_KEYS = ("started_at", "duration_ms", "tokens")
 
 RESPONSES_ITEM_TYPES = {
@@ -69,7 +74,11 @@ class Usage:
         reasoning = usage.get("reasoning_tokens")
         if reasoning is None and isinstance(details, dict):
             reasoning = details.get("reasoning_tokens")
-        for name, value in (("input_tokens", inp), ("output_tokens", out), ("reasoning_tokens", reasoning)):
+        for name, value in (
+            ("input_tokens", inp),
+            ("output_tokens", out),
+            ("reasoning_tokens", reasoning),
+        ):
             if isinstance(value, int) and not isinstance(value, bool):
                 setattr(self, name, getattr(self, name) + value)
                 self.seen = True
@@ -107,18 +116,22 @@ class ItemBuilder:
         if isinstance(entries, dict):
             entries = [entries]
         if not isinstance(entries, list):
-            raise self.where.error(field_name, f"must be a list of messages or items, got {describe(entries)}")
+            raise self.where.error(
+                field_name, f"must be a list of messages or items, got {describe(entries)}"
+            )
         for index, entry in enumerate(entries):
             self.add(entry, f"{field_name}[{index}]")
 
     def add(self, entry: Any, at: str) -> None:
         if not isinstance(entry, dict):
-            raise self.where.error(at, f"must be an object (a message or an item), got {describe(entry)}")
+            raise self.where.error(
+                at, f"must be an object (a message or an item), got {describe(entry)}"
+            )
         if entry.get("object") == "response" or (
             "output" in entry and isinstance(entry.get("output"), list) and "type" not in entry
         ):
             self._response(entry, at)
-        elif "type" in entry and entry["type"] != "message" or "role" not in entry:
+        elif ("type" in entry and entry["type"] != "message") or "role" not in entry:
             self._responses_item(entry, at)
         else:
             self._message(entry, at)
@@ -134,7 +147,11 @@ class ItemBuilder:
     ) -> JSONDict:
         """A tool result; joined to `call_id`, else to the oldest waiting call (of `name` if given)."""
         resolved = self._join(call_id, name)
-        item: JSONDict = {"type": "function_call_output", "call_id": resolved, "output": text_of(output)}
+        item: JSONDict = {
+            "type": "function_call_output",
+            "call_id": resolved,
+            "output": text_of(output),
+        }
         if error:
             item["error"] = error
         if extra:
@@ -146,7 +163,12 @@ class ItemBuilder:
         self, call_id: str | None, name: str, arguments: str, extra: JSONDict | None = None
     ) -> JSONDict:
         cid = call_id or self._new_id()
-        item: JSONDict = {"type": "function_call", "call_id": cid, "name": name, "arguments": arguments}
+        item: JSONDict = {
+            "type": "function_call",
+            "call_id": cid,
+            "name": name,
+            "arguments": arguments,
+        }
         if extra:
             item.update({k: v for k, v in extra.items() if v is not None})
         self.pending[cid] = name
@@ -157,7 +179,9 @@ class ItemBuilder:
     def _message(self, msg: JSONDict, at: str) -> None:
         role = msg.get("role")
         if not isinstance(role, str) or not role:
-            raise self.where.error(f"{at}.role", f"is required and must be a string, got {describe(role)}")
+            raise self.where.error(
+                f"{at}.role", f"is required and must be a string, got {describe(role)}"
+            )
         timing = {k: msg[k] for k in _TIMING_KEYS if k in msg}
         if role == "assistant":
             self._assistant(msg, at, timing)
@@ -174,7 +198,11 @@ class ItemBuilder:
         elif role == "function":
             self.add_output(None, msg.get("content"), name=as_str(msg.get("name")), extra=timing)
         else:
-            item: JSONDict = {"type": "message", "role": role, "content": text_of(msg.get("content"))}
+            item: JSONDict = {
+                "type": "message",
+                "role": role,
+                "content": text_of(msg.get("content")),
+            }
             item.update(timing)
             self.items.append(item)
 
@@ -203,7 +231,9 @@ class ItemBuilder:
             item.update(timing)
             self.items.append(item)
         if not isinstance(tool_calls, list):
-            raise self.where.error(f"{at}.tool_calls", f"must be a list, got {describe(tool_calls)}")
+            raise self.where.error(
+                f"{at}.tool_calls", f"must be a list, got {describe(tool_calls)}"
+            )
         for index, call in enumerate(tool_calls):
             where = f"{at}.tool_calls[{index}]"
             if not isinstance(call, dict):
@@ -214,15 +244,23 @@ class ItemBuilder:
             name = function.get("name")
             if not isinstance(name, str) or not name:
                 field_name = f"{where}.function.name" if "function" in call else f"{where}.name"
-                raise self.where.error(field_name, f"is required and must be a string, got {describe(name)}")
-            args = arguments_text(function.get("arguments"), self.where, f"{where}.function.arguments")
+                raise self.where.error(
+                    field_name, f"is required and must be a string, got {describe(name)}"
+                )
+            args = arguments_text(
+                function.get("arguments"), self.where, f"{where}.function.arguments"
+            )
             extra = {"started_at": timing.get("started_at")}
             self.add_call(as_str(call.get("id")), name, args, extra)
         if isinstance(legacy, dict):
             name = legacy.get("name")
             if not isinstance(name, str) or not name:
-                raise self.where.error(f"{at}.function_call.name", "is required and must be a string")
-            args = arguments_text(legacy.get("arguments"), self.where, f"{at}.function_call.arguments")
+                raise self.where.error(
+                    f"{at}.function_call.name", "is required and must be a string"
+                )
+            args = arguments_text(
+                legacy.get("arguments"), self.where, f"{at}.function_call.arguments"
+            )
             self.add_call(None, name, args)
 
     # ---- responses API -----------------------------------------------------------------------------
@@ -232,7 +270,9 @@ class ItemBuilder:
         self.usage.add(response.get("usage"))
         output = response.get("output")
         if not isinstance(output, list):
-            raise self.where.error(f"{at}.output", f"must be a list of items, got {describe(output)}")
+            raise self.where.error(
+                f"{at}.output", f"must be a list of items, got {describe(output)}"
+            )
         for index, entry in enumerate(output):
             self.add(entry, f"{at}.output[{index}]")
 
@@ -262,7 +302,9 @@ class ItemBuilder:
         elif kind == "function_call":
             name = item.get("name")
             if not isinstance(name, str) or not name:
-                raise self.where.error(f"{at}.name", f"is required and must be a string, got {describe(name)}")
+                raise self.where.error(
+                    f"{at}.name", f"is required and must be a string, got {describe(name)}"
+                )
             namespace = item.get("namespace")
             if isinstance(namespace, str) and namespace:
                 name = f"{namespace}.{name}"
@@ -272,27 +314,38 @@ class ItemBuilder:
         elif kind == "custom_tool_call":
             name = item.get("name")
             if not isinstance(name, str) or not name:
-                raise self.where.error(f"{at}.name", f"is required and must be a string, got {describe(name)}")
+                raise self.where.error(
+                    f"{at}.name", f"is required and must be a string, got {describe(name)}"
+                )
             call_id = as_str(item.get("call_id")) or as_str(item.get("id")) or self._new_id()
             self.pending[call_id] = name
-            out = {"type": "custom_tool_call", "call_id": call_id, "name": name, "input": text_of(item.get("input"))}
+            out = {
+                "type": "custom_tool_call",
+                "call_id": call_id,
+                "name": name,
+                "input": text_of(item.get("input")),
+            }
             out.update(timing)
             self.items.append(out)
         elif kind == "custom_tool_call_output":
             call_id = self._join(as_str(item.get("call_id")), None)
-            out = {"type": "custom_tool_call_output", "call_id": call_id, "output": text_of(item.get("output"))}
+            out = {
+                "type": "custom_tool_call_output",
+                "call_id": call_id,
+                "output": text_of(item.get("output")),
+            }
             out.update(timing)
             self.items.append(out)
         elif kind in _OUTPUT_TYPES:
             output = item.get("output")
-            if kind == "local_shell_call_output" and isinstance(output, str):
-                output = output
             error = item.get("error")
             status = item.get("status")
             self.add_output(
                 as_str(item.get("call_id")),
                 output if not isinstance(output, dict) else json.dumps(output, ensure_ascii=False),
-                error=text_of(error) if error else ("tool call incomplete" if status == "incomplete" else None),
+                error=text_of(error)
+                if error
+                else ("tool call incomplete" if status == "incomplete" else None),
                 extra=timing,
             )
         elif kind in _HOSTED_CALLS:
@@ -300,7 +353,9 @@ class ItemBuilder:
         elif kind in _SKIPPED_TYPES:
             return
         else:
-            raise self.where.error(f"{at}.type", f"is not a known message or item type: {describe(kind)}")
+            raise self.where.error(
+                f"{at}.type", f"is not a known message or item type: {describe(kind)}"
+            )
 
     def _hosted(self, item: JSONDict, kind: str, at: str, timing: JSONDict) -> None:
         name, arg_keys, out_keys = _HOSTED_CALLS[kind]
@@ -308,15 +363,20 @@ class ItemBuilder:
             server = as_str(item.get("server_label")) or "mcp"
             name = f"{server}.{item.get('name') or 'call'}"
         args: Any
-        if len(arg_keys) == 1 and isinstance(item.get(arg_keys[0]), str):
-            args = item[arg_keys[0]]
+        if len(arg_keys) == 1 and isinstance(item.get(arg_keys[0]), str | dict):
+            single = item[arg_keys[0]]
+            args = single if isinstance(single, str) else json.dumps(single, ensure_ascii=False)
         else:
             args = json.dumps({k: item[k] for k in arg_keys if k in item}, ensure_ascii=False)
         call_id = as_str(item.get("call_id")) or as_str(item.get("id"))
         self.add_call(call_id, name, args, timing)
         outputs = {k: item[k] for k in out_keys if item.get(k) is not None}
         error = item.get("error")
-        if outputs or error or kind in ("web_search_call", "file_search_call", "image_generation_call"):
+        if (
+            outputs
+            or error
+            or kind in ("web_search_call", "file_search_call", "image_generation_call")
+        ):
             value: Any = next(iter(outputs.values())) if len(outputs) == 1 else outputs
             text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
             if not outputs:
@@ -324,7 +384,9 @@ class ItemBuilder:
             self.add_output(
                 self.items[-1]["call_id"],
                 text,
-                error=text_of(error) if error else ("failed" if item.get("status") == "failed" else None),
+                error=text_of(error)
+                if error
+                else ("failed" if item.get("status") == "failed" else None),
             )
 
     # ---- joining ------------------------------------------------------------------------------------
@@ -363,7 +425,13 @@ def int_usage(usage: Any, where: Where) -> JSONDict | None:
         raise where.error("usage", f"must be an object, got {describe(usage)}")
     tally = Usage()
     checked: JSONDict = {}
-    for key in ("input_tokens", "prompt_tokens", "output_tokens", "completion_tokens", "reasoning_tokens"):
+    for key in (
+        "input_tokens",
+        "prompt_tokens",
+        "output_tokens",
+        "completion_tokens",
+        "reasoning_tokens",
+    ):
         if key in usage:
             checked[key] = as_int(usage[key], where, f"usage.{key}", minimum=0)
     for key in ("output_tokens_details", "completion_tokens_details"):
@@ -455,7 +523,9 @@ def conversation_entries(record: JSONDict, where: Where, builder: ItemBuilder) -
                 choice = choices[0]
                 message = choice.get("message") if isinstance(choice, dict) else None
                 if not isinstance(message, dict):
-                    raise where.error(f"{at}[0].message", f"must be an object, got {describe(message)}")
+                    raise where.error(
+                        f"{at}[0].message", f"must be an object, got {describe(message)}"
+                    )
                 builder.add(message, f"{at}[0].message")
             found = True
     if isinstance(response, dict) and response.get("object") == "response":
@@ -477,7 +547,9 @@ def convert_record(
 
     record: JSONDict = {"messages": value} if isinstance(value, list) else value
     if not isinstance(record, dict):
-        raise where.error("", f"each record must be an object or a list of messages, got {describe(value)}")
+        raise where.error(
+            "", f"each record must be an object or a list of messages, got {describe(value)}"
+        )
     builder = ItemBuilder(where)
     conversation_entries(record, where, builder)
 
@@ -505,7 +577,9 @@ def convert_record(
     if metadata is not None and not isinstance(metadata, dict):
         raise where.error("metadata", f"must be an object, got {describe(metadata)}")
     meta: JSONDict = dict(metadata or {})
-    extras = {k: v for k, v in record.items() if k not in _KNOWN_KEYS and not isinstance(v, dict | list)}
+    extras = {
+        k: v for k, v in record.items() if k not in _KNOWN_KEYS and not isinstance(v, dict | list)
+    }
     if extras:
         meta.setdefault("extra", extras)
     meta["source_format"] = source_format
@@ -519,9 +593,12 @@ def convert_record(
         raise where.error("split", f"must be train or eval, got {describe(split)}")
     status = record.get("status")
     if status is not None and status not in ("ok", "error", "timeout"):
-        status = {"completed": "ok", "success": "ok", "failed": "error", "incomplete": "timeout"}.get(
-            str(status).lower()
-        )
+        status = {
+            "completed": "ok",
+            "success": "ok",
+            "failed": "error",
+            "incomplete": "timeout",
+        }.get(str(status).lower())
     out: JSONDict = {
         "run_id": run_id,
         "rollout_id": rollout_id,
@@ -553,16 +630,25 @@ def classify(value: Any) -> str | None:
         if not value:
             return None
         if looks_like_messages(value):
-            return "responses" if any("type" in e and e.get("type") != "message" for e in value) else "chat"
+            return (
+                "responses"
+                if any("type" in e and e.get("type") != "message" for e in value)
+                else "chat"
+            )
         return classify(value[0])
     if not isinstance(value, dict):
         return None
     if "trajectory_format" in value or ("info" in value and "messages" in value):
         return None  # mini-swe-agent
-    if "resourceSpans" in value or "resource_spans" in value or "eval" in value and "samples" in value:
+    if (
+        "resourceSpans" in value
+        or "resource_spans" in value
+        or ("eval" in value and "samples" in value)
+    ):
         return None
-    if value.get("object") == "response" or isinstance((value.get("response") or {}), dict) and (
-        (value.get("response") or {}).get("object") == "response"
+    if value.get("object") == "response" or (
+        isinstance((value.get("response") or {}), dict)
+        and ((value.get("response") or {}).get("object") == "response")
     ):
         return "responses"
     messages = value.get("messages")

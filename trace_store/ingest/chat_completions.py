@@ -31,7 +31,9 @@ def convert(path: Path, *, source_format: str = "chat_completions") -> Iterator[
                 )
                 index += 1
             continue
-        yield convert_record(value, where, index=index, default_run=default_run, source_format=source_format)
+        yield convert_record(
+            value, where, index=index, default_run=default_run, source_format=source_format
+        )
         index += 1
 
 
