@@ -19,7 +19,9 @@ def _packaged_extension(name: str) -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     for location in spec.submodule_search_locations:
-        wanted = Path(location) / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        wanted = (
+            Path(location) / "extensions" / f"v{duckdb.__version__}" / f"{name}.duckdb_extension"
+        )
         if wanted.exists():
             return wanted
     return None

@@ -221,7 +221,9 @@ class Store:
                 if count == 0:
                     raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
             report(0.2 * total)
-            result = self._ingest_canonical(canonical_path, name, importer, content_hash, report, total)
+            result = self._ingest_canonical(
+                canonical_path, name, importer, content_hash, report, total
+            )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         report(total)
@@ -238,7 +240,9 @@ class Store:
     ) -> IngestResult:
         with self._write_lock:
             cur = self.cursor()
-            job = CanonicalIngest(cur, path, name if importer.convert is None else f"{name} (as converted)")
+            job = CanonicalIngest(
+                cur, path, name if importer.convert is None else f"{name} (as converted)"
+            )
             job.display_name = name
             cur.execute("BEGIN TRANSACTION")
             try:
@@ -251,16 +255,24 @@ class Store:
                 report(0.75 * total)
                 result = job.write(import_id)
                 result.format = importer.name
-                if result.rollouts_added == 0 and result.events_added == 0 and result.rollouts_updated == 0:
-                    if result.duplicates_skipped == 0:
-                        raise IngestError("the file holds no rollouts", file=name)
+                nothing_new = not (
+                    result.rollouts_added or result.events_added or result.rollouts_updated
+                )
+                if nothing_new and result.duplicates_skipped == 0:
+                    raise IngestError("the file holds no rollouts", file=name)
                 cur.execute(
                     "INSERT INTO imports (import_id, file_name, content_hash, format, rollouts_added,"
                     " events_added, duplicates_skipped, run_ids, outcome, message)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'ok', ?)",
                     [
-                        import_id, name, content_hash, importer.name, result.rollouts_added,
-                        result.events_added, result.duplicates_skipped, result.run_ids,
+                        import_id,
+                        name,
+                        content_hash,
+                        importer.name,
+                        result.rollouts_added,
+                        result.events_added,
+                        result.duplicates_skipped,
+                        result.run_ids,
                         "; ".join(result.warnings) or None,
                     ],
                 )
@@ -292,7 +304,9 @@ class Store:
         workdir = Path(tempfile.mkdtemp(prefix="rollscope-demo-"))
         try:
             path = write_demo_file(workdir / "demo.jsonl", **size)
-            return self.ingest_file(path, display_name="demo run", format="canonical", progress=progress)
+            return self.ingest_file(
+                path, display_name="demo run", format="canonical", progress=progress
+            )
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -302,9 +316,7 @@ class Store:
             row = cur.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [run_id]).fetchone()
             for table in ("events", "grades", "flags", "rollouts", "runs"):
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-            cur.execute(
-                "DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id]
-            )
+            cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0
 
 
@@ -319,7 +331,9 @@ def _write_records(records: Iterable[dict[str, Any]], target: Path) -> int:
 
 
 @contextmanager
-def _poll_progress(cur: duckdb.DuckDBPyConnection, report: Callable[[float], None]) -> Iterator[None]:
+def _poll_progress(
+    cur: duckdb.DuckDBPyConnection, report: Callable[[float], None]
+) -> Iterator[None]:
     """Report DuckDB's own progress of the running query from a side thread."""
     stop = threading.Event()
 

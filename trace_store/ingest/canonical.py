@@ -238,15 +238,22 @@ WITH latest AS (
     GROUP BY run_id, rollout_id
 ), listed AS (
     SELECT run_id, rollout_id,
-           unnest(CAST(grades AS STRUCT(name VARCHAR, score DOUBLE, weight DOUBLE, explanation VARCHAR)[])) AS g
+           unnest(json_transform(grades,
+               '[{"name": "VARCHAR", "score": "DOUBLE", "weight": "DOUBLE", "explanation": "VARCHAR"}]')) AS g,
+           unnest(json_extract(grades, '$[*]')) AS raw
     FROM latest WHERE json_type(grades) = 'ARRAY'
 ), keyed AS (
     SELECT run_id, rollout_id, unnest(map_entries(CAST(grades AS MAP(VARCHAR, JSON)))) AS kv
     FROM latest WHERE json_type(grades) = 'OBJECT'
 )
-SELECT run_id, rollout_id, g.name AS grader, g.score, g.weight, g.explanation FROM listed
+SELECT run_id, rollout_id, g.name AS grader, g.score, g.weight, g.explanation,
+       (g.name IS NULL OR (g.score IS NULL AND coalesce(json_type(raw, '$.score'), 'NULL') <> 'NULL')
+        OR (g.weight IS NULL AND coalesce(json_type(raw, '$.weight'), 'NULL') <> 'NULL')) AS malformed
+FROM listed
 UNION ALL
-SELECT run_id, rollout_id, kv.key, CAST(kv.value AS DOUBLE), NULL, NULL FROM keyed
+SELECT run_id, rollout_id, kv.key, try_cast(kv.value AS DOUBLE), NULL, NULL,
+       try_cast(kv.value AS DOUBLE) IS NULL AND json_type(kv.value) <> 'NULL'
+FROM keyed
 """
 
 _MERGE_ROLLOUTS = """
@@ -290,7 +297,9 @@ LEFT JOIN grade_mean g USING (run_id, rollout_id)
 """
 
 
-def _first(con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None) -> tuple[object, ...] | None:
+def _first(
+    con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None
+) -> tuple[object, ...] | None:
     return con.execute(sql, params or []).fetchone()
 
 
@@ -339,6 +348,10 @@ class CanonicalIngest:
     def validate(self) -> None:
         splits = ", ".join(f"'{s}'" for s in SPLITS)
         statuses = ", ".join(f"'{s}'" for s in STATUSES)
+        bad_content = (
+            "(x.type = 'message' AND json_type(x.content) NOT IN ('VARCHAR', 'ARRAY', 'NULL'))"
+        )
+        bad_item_content = bad_content.replace("x.", "item.")
         row = _first(
             self.con,
             f"""
@@ -350,8 +363,8 @@ class CanonicalIngest:
                 WHEN status IS NOT NULL AND status NOT IN ({statuses}) THEN 'status'
                 WHEN items IS NOT NULL AND item IS NOT NULL THEN 'item'
                 WHEN grades IS NOT NULL AND json_type(grades) NOT IN ('OBJECT', 'ARRAY', 'NULL') THEN 'grades'
-                WHEN list_bool_or(list_transform(items, x -> x.type IS NULL)) THEN 'items'
-                WHEN item IS NOT NULL AND item.type IS NULL THEN 'item'
+                WHEN list_bool_or(list_transform(items, x -> x.type IS NULL OR {bad_content})) THEN 'items'
+                WHEN item IS NOT NULL AND (item.type IS NULL OR {bad_item_content}) THEN 'item'
                 WHEN isinf(reward) OR isnan(reward) THEN 'reward'
             END AS problem
             FROM stage
@@ -396,6 +409,8 @@ class CanonicalIngest:
             con.execute(_STAGE_GRADES)
         except duckdb.Error as exc:
             raise self._fail(1, "", _clean_duckdb_message(exc)) from exc
+        if _count(con, "SELECT count(*) FROM stage_grades WHERE malformed"):
+            raise self._fail(1, "grades", "are not valid")
         unknown = con.execute(
             "SELECT item_type, count(*) FROM stage_items WHERE kind IS NULL GROUP BY ALL ORDER BY 2 DESC"
         ).fetchall()
@@ -453,7 +468,9 @@ class CanonicalIngest:
             )
             con.execute("DELETE FROM events WHERE (run_id, rollout_id) IN (SELECT * FROM affected)")
         else:
-            con.execute(f"CREATE OR REPLACE TEMP TABLE work_events AS SELECT {event_columns} FROM new_events")
+            con.execute(
+                f"CREATE OR REPLACE TEMP TABLE work_events AS SELECT {event_columns} FROM new_events"
+            )
         con.execute(_WORK_EVENTS_ORDERED)
         con.execute(_INSERT_EVENTS)
         con.execute(_EVENT_STATS)
@@ -462,16 +479,24 @@ class CanonicalIngest:
             "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
             " (SELECT run_id, rollout_id, grader FROM stage_grades)"
         )
-        con.execute("INSERT INTO grades BY NAME SELECT * FROM stage_grades")
+        con.execute("INSERT INTO grades BY NAME SELECT * EXCLUDE (malformed) FROM stage_grades")
         con.execute(_MERGE_ROLLOUTS, {"import_id": import_id})
-        counts = _first(con, "SELECT count(*) FILTER (WHERE NOT existed), count(*) FILTER (WHERE existed) FROM merged_rollouts")
+        counts = _first(
+            con,
+            "SELECT count(*) FILTER (WHERE NOT existed), count(*) FILTER (WHERE existed) FROM merged_rollouts",
+        )
         assert counts is not None
         result.rollouts_added, result.rollouts_updated = int(str(counts[0])), int(str(counts[1]))
         if result.rollouts_updated:
-            con.execute("DELETE FROM rollouts WHERE (run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)")
+            con.execute(
+                "DELETE FROM rollouts WHERE (run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
+            )
         con.execute("INSERT INTO rollouts BY NAME SELECT * EXCLUDE (existed) FROM merged_rollouts")
         self._upsert_runs()
-        result.run_ids = [str(r[0]) for r in con.execute("SELECT DISTINCT run_id FROM stage ORDER BY 1").fetchall()]
+        result.run_ids = [
+            str(r[0])
+            for r in con.execute("SELECT DISTINCT run_id FROM stage ORDER BY 1").fetchall()
+        ]
         return result
 
     def _upsert_runs(self) -> None:
@@ -506,8 +531,18 @@ class CanonicalIngest:
     @staticmethod
     def cleanup(con: duckdb.DuckDBPyConnection) -> None:
         for table in (
-            "stage", "duplicate_lines", "stage_items", "stage_grades", "new_events", "affected",
-            "work_events", "work_ordered", "event_stats", "stage_fields", "merged_rollouts", "stage_runs",
+            "stage",
+            "duplicate_lines",
+            "stage_items",
+            "stage_grades",
+            "new_events",
+            "affected",
+            "work_events",
+            "work_ordered",
+            "event_stats",
+            "stage_fields",
+            "merged_rollouts",
+            "stage_runs",
         ):
             con.execute(f"DROP TABLE IF EXISTS temp.{table}")
 

@@ -7,7 +7,7 @@ import io
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 import zstandard
 
@@ -34,8 +34,8 @@ def open_binary(path: Path) -> Iterator[IO[bytes]]:
     raw = path.open("rb")
     try:
         if compression == "gzip":
-            with gzip.open(raw, "rb") as stream:
-                yield stream
+            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
+                yield cast(IO[bytes], stream)
         elif compression == "zstd":
             with zstandard.ZstdDecompressor().stream_reader(raw) as stream:
                 yield stream

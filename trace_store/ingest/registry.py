@@ -54,7 +54,9 @@ def _detect_canonical(name: str, head: bytes) -> bool:
     return (
         isinstance(record.get("run_id"), str)
         and isinstance(record.get("rollout_id"), str)
-        and any(key in record for key in ("items", "item", "reward", "grades", "final_answer", "step"))
+        and any(
+            key in record for key in ("items", "item", "reward", "grades", "final_answer", "step")
+        )
     )
 
 

@@ -74,7 +74,10 @@ def _check_item(item: Any, where: str) -> Iterator[tuple[str, str]]:
     if kind == "message":
         content = item.get("content")
         if content is not None and not isinstance(content, str | list):
-            yield f"{where}.content", f"must be a string or a list of parts, got {_describe(content)}"
+            yield (
+                f"{where}.content",
+                f"must be a string or a list of parts, got {_describe(content)}",
+            )
     for field in ("call_id", "name", "role"):
         value = item.get(field)
         if value is not None and not isinstance(value, str):
@@ -135,7 +138,10 @@ def check_record(record: Any) -> Iterator[tuple[str, str]]:
                 yield from _check_item(item, f"items[{index}]")
     if "item" in record:
         if items is not None:
-            yield "item", "a line carries either `items` (a whole rollout) or `item` (one event), not both"
+            yield (
+                "item",
+                "a line carries either `items` (a whole rollout) or `item` (one event), not both",
+            )
         yield from _check_item(record["item"], "item")
     seq = record.get("seq")
     if seq is not None and not _is_int(seq):
@@ -159,7 +165,10 @@ def _check_grades(grades: Any) -> Iterator[tuple[str, str]]:
             yield where, f"must be an object with name and score, got {_describe(grade)}"
             continue
         if not isinstance(grade.get("name"), str):
-            yield f"{where}.name", f"is required and must be a string, got {_describe(grade.get('name'))}"
+            yield (
+                f"{where}.name",
+                f"is required and must be a string, got {_describe(grade.get('name'))}",
+            )
         for key in ("score", "weight"):
             if grade.get(key) is not None and not _is_number(grade[key]):
                 yield f"{where}.{key}", f"must be a number, got {_describe(grade[key])}"
@@ -177,9 +186,15 @@ def first_problem(path: Path, display_name: str) -> IngestError | None:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                return IngestError(f"not valid JSON ({exc.msg} at column {exc.colno})", file=display_name, line=number)
+                return IngestError(
+                    f"not valid JSON ({exc.msg} at column {exc.colno})",
+                    file=display_name,
+                    line=number,
+                )
             except UnicodeDecodeError as exc:
-                return IngestError(f"not valid UTF-8 ({exc.reason})", file=display_name, line=number)
+                return IngestError(
+                    f"not valid UTF-8 ({exc.reason})", file=display_name, line=number
+                )
             for field, problem in check_record(record):
                 message = f"`{field}` {problem}" if field else problem
                 return IngestError(message, file=display_name, line=number, field=field or None)

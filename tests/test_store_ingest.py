@@ -1,0 +1,284 @@
+"""The canonical ingest on a real DuckDB file: shapes, derived counts, atomicity, idempotence."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+import zstandard
+
+from trace_store import IngestError, UnknownFormatError, open_store
+
+DATA = Path(__file__).parent / "data" / "canonical"
+
+
+def table_counts(store) -> dict[str, int]:
+    cur = store.cursor()
+    return {
+        table: cur.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        for table in ("runs", "rollouts", "events", "grades", "imports")
+    }
+
+
+def rollout(store, rollout_id: str) -> dict:
+    df = store.query_df("SELECT * FROM rollouts WHERE rollout_id = ?", [rollout_id])
+    assert len(df) == 1, f"expected one rollout {rollout_id}, got {len(df)}"
+    return df.iloc[0].to_dict()
+
+
+@pytest.fixture
+def store(tmp_path):
+    with open_store(tmp_path / "store.duckdb") as s:
+        yield s
+
+
+def test_rollout_lines_land_with_hand_checked_derived_counts(store):
+    result = store.ingest_file(DATA / "rollouts_small.jsonl")
+    assert (result.rollouts_added, result.events_added, result.duplicates_skipped) == (3, 20, 0)
+    assert result.run_ids == ["run-a"]
+
+    first = rollout(store, "a-1")
+    # reasoning+call, call, call, final message: four model turns, one call each.
+    assert (first["n_tool_calls"], first["n_turns"], first["max_parallel_calls"]) == (3, 4, 1)
+    assert first["latency_ms"] == 4000  # ended_at - started_at
+    assert first["final_answer"] == "Fixed add()."
+    assert first["prompt"] == "Fix the failing test in utils.py"
+    assert (first["input_tokens"], first["output_tokens"], first["reasoning_tokens"]) == (
+        900,
+        120,
+        40,
+    )
+
+    second = rollout(store, "a-2")
+    # three calls before any output: one turn of three parallel calls, then the answer.
+    assert (second["n_tool_calls"], second["n_turns"], second["max_parallel_calls"]) == (3, 2, 3)
+    assert second["n_tool_errors"] == 1
+    assert second["final_answer"] == "I could not fix it."
+
+    third = rollout(store, "a-3")
+    assert third["reward"] == pytest.approx(0.75)  # no reward: grade scores weighted 3:1
+    assert third["latency_ms"] == 1500  # epoch-millisecond timestamps
+    assert (third["n_tool_calls"], third["n_turns"]) == (0, 1)
+
+    latencies = store.query_df(
+        "SELECT call_id, duration_ms FROM events WHERE kind = 'tool_call' AND rollout_id = 'a-1' ORDER BY seq"
+    )
+    # c1 from the gap between call and output timestamps; c2, c3 from the outputs' duration_ms.
+    assert latencies["duration_ms"].tolist() == [250, 40, 1500]
+    args = store.query_df(
+        "SELECT arguments FROM events WHERE call_id = 'c2' AND kind = 'tool_call'"
+    )
+    assert json.loads(args["arguments"][0]) == {"path": "utils.py", "patch": "return a + b"}
+
+    runs = store.list_runs()
+    assert runs.loc[0, "name"] == "Run A" and runs.loc[0, "model"] == "policy-v1"
+    assert runs.loc[0, "rollouts"] == 3 and runs.loc[0, "steps"] == 2
+
+
+def test_grades_keep_weights_and_explanations(store):
+    store.ingest_file(DATA / "rollouts_small.jsonl")
+    grades = store.query_df(
+        "SELECT grader, score, weight, explanation FROM grades WHERE rollout_id = 'a-1' ORDER BY grader"
+    )
+    assert grades.to_dict("records")[0] == {
+        "grader": "correctness",
+        "score": 1.0,
+        "weight": 0.8,
+        "explanation": "tests pass",
+    }
+
+
+def _trajectory(store) -> list[tuple]:
+    cur = store.cursor()
+    return cur.execute(
+        "SELECT seq, turn, kind, call_id, duration_ms, coalesce(text, output) FROM events"
+        " WHERE rollout_id = 's-1' ORDER BY seq"
+    ).fetchall()
+
+
+@pytest.mark.parametrize(
+    "order",
+    list(
+        itertools.permutations(["events_policy.jsonl", "events_tools.jsonl", "events_grader.jsonl"])
+    ),
+)
+def test_split_files_assemble_one_trajectory_in_any_order(tmp_path, order):
+    with open_store(tmp_path / "split.duckdb") as store:
+        for name in order:
+            store.ingest_file(DATA / name)
+        assert _trajectory(store) == [
+            (0, 0, "message", None, None, "Find the capital of France"),
+            (1, 1, "tool_call", "k1", 350.0, None),
+            (2, 1, "tool_result", "k1", 350.0, "Paris is the capital of France."),
+            (3, 2, "message", None, None, "Paris"),
+        ]
+        row = rollout(store, "s-1")
+        assert (row["step"], row["prompt_id"], row["reward"]) == (4, "geo-1", 1.0)
+        assert (row["n_tool_calls"], row["n_turns"], row["n_events"]) == (1, 2, 4)
+        assert row["final_answer"] == "Paris"
+        assert table_counts(store)["rollouts"] == 1
+
+
+def test_reimporting_the_same_file_changes_nothing_and_says_so(store, tmp_path):
+    store.ingest_file(DATA / "rollouts_small.jsonl")
+    before = table_counts(store)
+    again = store.ingest_file(DATA / "rollouts_small.jsonl")
+    assert again.already_imported and "already imported" in again.summary()
+    copy = tmp_path / "renamed.jsonl"
+    copy.write_bytes((DATA / "rollouts_small.jsonl").read_bytes())
+    assert store.ingest_file(copy).already_imported
+    assert table_counts(store) == before
+
+
+def test_same_rollouts_in_a_different_file_are_skipped_as_duplicates(store, tmp_path):
+    store.ingest_file(DATA / "rollouts_small.jsonl")
+    before = table_counts(store)
+    changed = tmp_path / "rerun.jsonl"
+    lines = (DATA / "rollouts_small.jsonl").read_text().splitlines()
+    changed.write_text(
+        "\n".join(lines[:2]) + "\n"
+    )  # a different file holding the same two rollouts
+    result = store.ingest_file(changed)
+    assert (
+        result.duplicates_skipped == 2 and result.rollouts_added == 0 and result.events_added == 0
+    )
+    counts = table_counts(store)
+    assert {k: v for k, v in counts.items() if k != "imports"} == {
+        k: v for k, v in before.items() if k != "imports"
+    }
+
+
+def test_a_bad_line_at_the_end_of_a_large_file_leaves_the_store_unchanged(store, tmp_path):
+    store.ingest_file(DATA / "rollouts_small.jsonl")
+    before = table_counts(store)
+    big = tmp_path / "traces.jsonl"
+    good = {
+        "run_id": "big",
+        "step": 1,
+        "reward": 0.5,
+        "items": [
+            {"type": "function_call", "call_id": "c", "name": "t", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c", "output": "x" * 200},
+        ],
+    }
+    with big.open("w") as out:
+        for n in range(20_000):
+            out.write(json.dumps({**good, "rollout_id": f"r{n}"}) + "\n")
+        out.write('{"run_id": "big", "rollout_id": "last", "reward": "high"}\n')
+    with pytest.raises(IngestError) as caught:
+        store.ingest_file(big)
+    assert str(caught.value) == 'traces.jsonl line 20001: `reward` must be a number, got "high"'
+    assert (caught.value.line, caught.value.field) == (20001, "reward")
+    assert table_counts(store) == before
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            '{"run_id": "r", "rollout_id": "a", "reward": 1}\n{"rollout_id": "b", "reward": 1}\n',
+            "line 2: `run_id` is required and must be a non-empty string, got null",
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "reward": 1}\n{"run_id": "r", "rollout_id": "b",\n',
+            "line 2: not valid JSON",
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "step": -3, "reward": 1}\n',
+            "line 1: `step` must be an integer >= 0, got -3",
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "split": "test", "reward": 1}\n',
+            'line 1: `split` must be one of train, eval, got "test"',
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "items": [{"type": "message", "role": "user", "content": 5}]}\n',
+            "line 1: `items[0].content` must be a string or a list of parts, got 5",
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "grades": {"correct": "yes"}}\n',
+            'line 1: `grades.correct` must be a number, got "yes"',
+        ),
+        (
+            '{"run_id": "r", "rollout_id": "a", "items": []}\n\n{"run_id": "r", "rollout_id": "a", "items": []}\n',
+            "line 3: `rollout_id` 'a' appears on more than one rollout line (first on line 1)",
+        ),
+    ],
+)
+def test_malformed_files_name_the_line_and_field(store, tmp_path, content, expected):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(content)
+    with pytest.raises(IngestError) as caught:
+        store.ingest_file(path, format="canonical")
+    assert expected in str(caught.value)
+    assert str(caught.value).startswith("bad.jsonl line")
+    assert table_counts(store)["rollouts"] == 0
+
+
+def test_the_shipped_bad_file_names_file_line_and_field(store):
+    with pytest.raises(
+        IngestError, match=r'^bad_reward.jsonl line 3: `reward` must be a number, got "high"$'
+    ):
+        store.ingest_file(DATA / "bad_reward.jsonl")
+    assert table_counts(store)["rollouts"] == 0
+
+
+@pytest.mark.parametrize("compression", ["gzip", "zstd"])
+def test_compressed_files_read_the_same(store, tmp_path, compression):
+    raw = (DATA / "rollouts_small.jsonl").read_bytes()
+    if compression == "gzip":
+        path = tmp_path / "traces.jsonl.gz"
+        path.write_bytes(gzip.compress(raw))
+    else:
+        path = tmp_path / "traces.jsonl.zst"
+        path.write_bytes(zstandard.ZstdCompressor().compress(raw))
+    result = store.ingest_file(path)
+    assert (result.format, result.rollouts_added, result.events_added) == ("canonical", 3, 20)
+
+
+def test_unknown_format_lists_the_known_ones(store, tmp_path):
+    path = tmp_path / "numbers.csv"
+    path.write_text("a,b\n1,2\n")
+    with pytest.raises(
+        UnknownFormatError, match=r"numbers.csv: cannot tell which format.*canonical"
+    ):
+        store.ingest_file(path)
+
+
+def test_progress_reports_bytes_up_to_the_file_size(store):
+    seen: list[tuple[int, int]] = []
+    store.ingest_file(
+        DATA / "rollouts_small.jsonl", progress=lambda done, total: seen.append((done, total))
+    )
+    size = (DATA / "rollouts_small.jsonl").stat().st_size
+    assert seen[-1] == (size, size)
+    assert all(total == size for _, total in seen)
+    assert [done for done, _ in seen] == sorted(done for done, _ in seen)
+
+
+def test_delete_run_removes_all_its_rows(store):
+    store.ingest_file(DATA / "rollouts_small.jsonl")
+    store.ingest_file(DATA / "events_policy.jsonl")
+    assert store.delete_run("run-a") == 3
+    cur = store.cursor()
+    for table in ("rollouts", "events", "grades", "runs"):
+        assert (
+            cur.execute(f"SELECT count(*) FROM {table} WHERE run_id = 'run-a'").fetchone()[0] == 0
+        )
+    assert (
+        cur.execute("SELECT count(*) FROM rollouts WHERE run_id = 'run-split'").fetchone()[0] == 1
+    )
+
+
+def test_store_reopens_with_its_data_and_schema_version(tmp_path):
+    path = tmp_path / "persist.duckdb"
+    with open_store(path) as store:
+        store.ingest_file(DATA / "rollouts_small.jsonl")
+    with open_store(path) as store:
+        assert table_counts(store)["rollouts"] == 3
+        assert (
+            store.cursor().execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 1
+        )
