@@ -1,0 +1,12 @@
+"""Rollscope: the command line and the Streamlit glue around the trace store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+
+def app_script() -> Path:
+    """The Streamlit entry point, beside this package both in the repo and when installed."""
+    return Path(__file__).resolve().parent.parent / "app.py"

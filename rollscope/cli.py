@@ -1,0 +1,134 @@
+"""`rollscope import|demo|serve|formats`: the command line over the trace store."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from trace_store import IngestError, TraceStoreError, default_db_path, open_store
+from trace_store.ingest import importers
+
+from . import app_script
+
+DEFAULT_UPLOAD_LIMIT_MB = 10240
+
+
+def _progress_printer(label: str) -> Callable[[int, int], None]:
+    """A one-line progress bar on stderr when it is a terminal; quiet otherwise."""
+    if not sys.stderr.isatty():
+        return lambda done, total: None
+    started = time.monotonic()
+
+    def show(done: int, total: int) -> None:
+        width = 30
+        filled = int(width * done / max(total, 1))
+        mb = done / 1e6
+        rate = mb / max(time.monotonic() - started, 1e-6)
+        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {mb:,.1f} MB ({rate:,.0f} MB/s)")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+    return show
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    failures = 0
+    with open_store(args.db) as store:
+        for name in args.files:
+            path = Path(name)
+            try:
+                result = store.ingest_file(path, format=args.format, progress=_progress_printer(path.name))
+            except IngestError as exc:
+                failures += 1
+                print(f"error: {exc}", file=sys.stderr)
+                continue
+            print(result.summary())
+            for warning in result.warnings:
+                print(f"  warning: {warning}")
+    return 1 if failures else 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    with open_store(args.db) as store:
+        if args.if_empty and not store.is_empty():
+            print(f"{store.path} already holds runs; demo not loaded")
+            return 0
+        result = store.load_demo(progress=_progress_printer("demo"))
+        print(result.summary())
+    return 0
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    for importer in importers():
+        print(f"{importer.name:20} {importer.label}\n{'':20} e.g. {importer.example}")
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    db = Path(args.db).expanduser() if args.db else default_db_path()
+    if args.demo:
+        with open_store(db) as store:
+            if store.is_empty():
+                print("Loading the demo run into an empty store...", flush=True)
+                print(store.load_demo(progress=_progress_printer("demo")).summary())
+    env = {**os.environ, "ROLLSCOPE_DB": str(db)}
+    command = [
+        sys.executable, "-m", "streamlit", "run", str(app_script()),
+        "--server.port", str(args.port),
+        "--server.maxUploadSize", str(DEFAULT_UPLOAD_LIMIT_MB),
+        "--browser.gatherUsageStats", "false",
+    ]
+    if args.headless:
+        command += ["--server.headless", "true"]
+    print(f"Rollscope on http://localhost:{args.port}  (store: {db})", flush=True)
+    try:
+        return subprocess.call(command, env=env)
+    except KeyboardInterrupt:
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rollscope", description=__doc__)
+    db_help = f"DuckDB store file (default: $ROLLSCOPE_DB or {default_db_path()})"
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("import", help="import trace files into the store")
+    p.add_argument("files", nargs="+", help="trace files or folders of per-step files")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--format", help="skip detection and read the files as this format (see `rollscope formats`)")
+    p.set_defaults(func=cmd_import)
+
+    p = sub.add_parser("demo", help="write the demo runs into the store")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--if-empty", action="store_true", help="only when the store holds no runs")
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("serve", help="start the web app")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--port", type=int, default=8501)
+    p.add_argument("--demo", action="store_true", help="load the demo run first if the store is empty")
+    p.add_argument("--headless", action="store_true", help="do not open a browser")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("formats", help="list the trace formats Rollscope reads")
+    p.set_defaults(func=cmd_formats)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except TraceStoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
