@@ -333,3 +333,13 @@ def finish(record: JSONDict, extra_missing: list[str] | None = None) -> JSONDict
     if metadata:
         record["metadata"] = metadata
     return record
+
+
+def run_from_layout(path: Path) -> str:
+    """The run a per-instance trajectory file belongs to: agent harnesses write
+    `<run>/<instance>/<instance>.traj` or `<run>/<instance>.traj`; a lone file names its own run."""
+    stem = source_stem(path)
+    parent = path.parent
+    if parent.name == stem and parent.parent.name:
+        return parent.parent.name
+    return parent.name or stem
