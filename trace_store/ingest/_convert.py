@@ -343,3 +343,8 @@ def run_from_layout(path: Path) -> str:
     if parent.name == stem and parent.parent.name:
         return parent.parent.name
     return parent.name or stem
+
+
+def mapping(value: Any) -> JSONDict:
+    """`value` if it is an object, else an empty one (for optional nested fields)."""
+    return value if isinstance(value, dict) else {}
