@@ -394,6 +394,7 @@ class _Trajectory:
     builder: ItemBuilder = field(init=False)
     emitted_calls: set[str] = field(default_factory=set)
     emitted_outputs: set[str] = field(default_factory=set)
+    claimed: set[str] = field(default_factory=set)
     previous_count: int = 0
     seen_llm: bool = False
 
@@ -458,11 +459,13 @@ class _Trajectory:
             or attrs.get("tool.call_id")
         )
         if not call_id:
+            # Join to the model's oldest call of this tool not yet claimed by another tool span.
             for waiting, waiting_name in self.builder.pending.items():
-                if waiting_name == name:
+                if waiting_name == name and waiting not in self.claimed:
                     call_id = waiting
                     break
         call_id = call_id or f"span_{span.span_id}"
+        self.claimed.add(call_id)
         if call_id not in self.emitted_calls:
             args = attrs.get("gen_ai.tool.call.arguments", attrs.get("input.value"))
             arguments = (
@@ -508,7 +511,10 @@ def _first_int(attrs: JSONDict, *keys: str) -> int | None:
     return None
 
 
-def _rollout(spans: list[Span], file_name: str, default_run: str) -> JSONDict:
+def rollout_of_spans(
+    spans: list[Span], file_name: str, default_run: str, source_format: str = "otlp_json"
+) -> JSONDict:
+    """One trace's spans -> one canonical rollout (also used by the Agents SDK importer)."""
     spans.sort(key=lambda s: (s.start, s.order))
     trace_id = spans[0].trace_id
     where = Where(file_name, None, f"trace {trace_id}")
@@ -612,7 +618,7 @@ def _rollout(spans: list[Span], file_name: str, default_run: str) -> JSONDict:
     starts = [s.start for s in spans if s.start]
     ends = [s.end for s in spans if s.end]
     metadata: JSONDict = {
-        "source_format": "otlp_json",
+        "source_format": source_format,
         "source_ids": {"trace_id": trace_id, "root_span_id": root.span_id},
         "root_span": root.name,
         "n_spans": len(spans),
@@ -677,7 +683,7 @@ def convert(path: Path) -> Iterator[JSONDict]:
         raise Where(path.name).error("resourceSpans", "holds no spans")
     default_run = source_stem(path)
     for spans in traces.values():
-        yield _rollout(spans, path.name, default_run)
+        yield rollout_of_spans(spans, path.name, default_run)
 
 
 IMPORTER = Importer(
