@@ -282,3 +282,53 @@ def test_store_reopens_with_its_data_and_schema_version(tmp_path):
         assert (
             store.cursor().execute("SELECT max(version) FROM schema_migrations").fetchone()[0] >= 1
         )
+
+
+def _shape(store) -> tuple[list[tuple], list[tuple]]:
+    cur = store.cursor()
+    events = cur.execute(
+        "SELECT rollout_id, seq, turn, kind, role, text, tool_name, call_id, arguments, output, error,"
+        " duration_ms FROM events ORDER BY rollout_id, seq"
+    ).fetchall()
+    rollouts = cur.execute(
+        "SELECT rollout_id, step, reward, latency_ms, n_tool_calls, n_turns, max_parallel_calls, n_events,"
+        " n_tool_errors, final_answer, prompt FROM rollouts ORDER BY rollout_id"
+    ).fetchall()
+    return events, rollouts
+
+
+def test_whole_rollout_lines_and_the_same_rollouts_as_event_lines_store_the_same(tmp_path):
+    """The bulk path (whole new rollouts) and the merge path (events a line) must agree."""
+    source = DATA / "rollouts_small.jsonl"
+    with open_store(tmp_path / "bulk.duckdb") as bulk:
+        bulk.ingest_file(source)
+        expected = _shape(bulk)
+
+    as_events = tmp_path / "as_events.jsonl"
+    with as_events.open("w") as out:
+        for line in source.read_text().splitlines():
+            record = json.loads(line)
+            items = record.pop("items")
+            for seq, item in enumerate(items):
+                out.write(
+                    json.dumps(
+                        {
+                            "run_id": record["run_id"],
+                            "rollout_id": record["rollout_id"],
+                            "seq": seq,
+                            "item": item,
+                        }
+                    )
+                    + "\n"
+                )
+            out.write(json.dumps(record) + "\n")
+    with open_store(tmp_path / "merged.duckdb") as merged:
+        merged.ingest_file(as_events)
+        assert _shape(merged) == expected
+
+    with open_store(tmp_path / "graded_first.duckdb") as graded_first:
+        grade_only = tmp_path / "grade_only.jsonl"
+        grade_only.write_text('{"run_id": "run-a", "rollout_id": "a-1", "reward": 1.0}\n')
+        graded_first.ingest_file(grade_only)
+        graded_first.ingest_file(source)
+        assert _shape(graded_first) == expected

@@ -110,7 +110,51 @@ _TEXT = f"""(CASE
     WHEN it.type = 'message' THEN coalesce({_json_text("it.content")}, it.text, it.refusal)
     ELSE it.text END)"""
 
-# Event rows of the staged file, before ordering. src_seq orders rollout-line items by position.
+_CALL_TYPES = "('function_call', 'custom_tool_call')"
+
+
+def _is_call(x: str) -> str:
+    return f"({x}.type IN {_CALL_TYPES} OR (ends_with({x}.type, '_call')))"
+
+
+def _is_output(x: str) -> str:
+    return f"ends_with({x}.type, '_output')"
+
+
+def _is_known(x: str) -> str:
+    return f"({x}.type IN ('reasoning', 'message') OR {_is_call(x)} OR {_is_output(x)})"
+
+
+def _is_model(x: str) -> str:
+    return (
+        f"({x}.type = 'reasoning' OR {_is_call(x)}"
+        f" OR ({x}.type = 'message' AND coalesce({x}.role, 'assistant') = 'assistant'))"
+    )
+
+
+def _event_columns(it: str = "it") -> str:
+    """The events columns computed from one item struct (everything but ordering and latency)."""
+    kind = _KIND.replace("it.", f"{it}.")
+    text = _TEXT.replace("it.", f"{it}.")
+    return f"""
+       {kind} AS kind,
+       {it}.type AS item_type,
+       coalesce({it}.role, CASE WHEN {_is_output(it)} THEN 'tool' ELSE 'assistant' END) AS role,
+       {text} AS text,
+       CASE WHEN {_is_call(it)} THEN coalesce({it}.name, {it}.type) END AS tool_name,
+       {it}.call_id,
+       CASE WHEN {_is_call(it)} THEN coalesce({_json_text(f"{it}.arguments")}, {_json_text(f"{it}.input")})
+           END AS arguments,
+       CASE WHEN {_is_output(it)} THEN {_json_text(f"{it}.output")} END AS output,
+       CASE WHEN {it}.error IS NULL OR json_type({it}.error) = 'NULL' THEN NULL
+            WHEN json_type({it}.error) = 'VARCHAR' THEN {it}.error ->> '$'
+            ELSE coalesce({it}.error ->> 'message', CAST({it}.error AS VARCHAR)) END AS error,
+       {_ts(f"{it}.started_at")} AS started_at,
+       CAST({it}.tokens AS INTEGER) AS tokens"""
+
+
+# The general path: event rows of the staged file before ordering. Rollout-line items keep their
+# position as src_seq; event lines are ordered by seq, then time, then arrival.
 _STAGE_ITEMS = f"""
 CREATE OR REPLACE TEMP TABLE stage_items AS
 WITH raw AS (
@@ -122,23 +166,45 @@ WITH raw AS (
     FROM stage WHERE item IS NOT NULL
 )
 SELECT run_id, rollout_id, line_no, CAST(item_idx AS INTEGER) AS item_idx,
-       CASE WHEN from_event_line THEN coalesce(line_seq, it.seq) ELSE coalesce(it.seq, item_idx) END AS src_seq,
-       {_KIND} AS kind,
-       it.type AS item_type,
-       coalesce(it.role, CASE WHEN it.type LIKE '%output' THEN 'tool' ELSE 'assistant' END) AS role,
-       {_TEXT} AS text,
-       CASE WHEN {_KIND} = 'tool_call' THEN coalesce(it.name, it.type) END AS tool_name,
-       it.call_id,
-       CASE WHEN {_KIND} = 'tool_call' THEN coalesce({_json_text("it.arguments")}, {_json_text("it.input")}) END
-           AS arguments,
-       CASE WHEN {_KIND} = 'tool_result' THEN {_json_text("it.output")} END AS output,
-       CASE WHEN it.error IS NULL OR json_type(it.error) = 'NULL' THEN NULL
-            WHEN json_type(it.error) = 'VARCHAR' THEN it.error ->> '$'
-            ELSE coalesce(it.error ->> 'message', CAST(it.error AS VARCHAR)) END AS error,
-       {_ts("it.started_at")} AS started_at,
+       CASE WHEN from_event_line THEN coalesce(line_seq, it.seq) ELSE item_idx END AS src_seq,
+       {_event_columns()},
        it.duration_ms,
-       CAST(it.tokens AS INTEGER) AS tokens,
        CASE WHEN from_event_line THEN hash(CAST(it AS VARCHAR), line_seq) END AS fingerprint
+FROM raw
+"""
+
+# The fast path, for files of whole new rollouts: turns and call latencies are computed on each
+# line's item list, so the events are written in one streaming statement without windows or sorts.
+_INSERT_EVENTS_FROM_LINES = f"""
+INSERT INTO events BY NAME
+WITH lines AS (
+    SELECT run_id, rollout_id, rec_no, list_filter(items, x -> {_is_known("x")}) AS its
+    FROM stage WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+), bounded AS (
+    SELECT *, [1] || list_filter(range(1, len(its) + 1),
+                                 i -> {_is_model("its[i]")} AND (i = 1 OR NOT {_is_model("its[i - 1]")}))
+              || [len(its) + 1] AS bounds
+    FROM lines
+), listed AS (
+    SELECT run_id, rollout_id, rec_no, its,
+        flatten(list_transform(range(1, len(bounds)),
+                               k -> list_transform(range(bounds[k + 1] - bounds[k]), _ -> k - 1))) AS turns,
+        list_transform(its, x -> CASE WHEN {_is_call("x")} THEN coalesce(
+            list_filter(its, y -> {_is_output("y")} AND y.call_id = x.call_id)[1].duration_ms,
+            epoch_ms({_ts("list_filter(its, y -> " + _is_output("y") + " AND y.call_id = x.call_id)[1].started_at")})
+              - epoch_ms({_ts("x.started_at")}),
+            x.duration_ms) ELSE x.duration_ms END) AS latencies
+    FROM bounded
+), raw AS (
+    SELECT run_id, rollout_id, rec_no, unnest(its) AS it, unnest(turns) AS turn,
+           unnest(latencies) AS duration_ms, unnest(range(len(its))) AS item_idx
+    FROM listed
+)
+SELECT run_id, rollout_id, CAST(item_idx AS INTEGER) AS seq, CAST(turn AS INTEGER) AS turn,
+       {_event_columns()},
+       CAST(duration_ms AS DOUBLE) AS duration_ms,
+       item_idx AS src_seq, CAST($import_id AS INTEGER) AS import_id, rec_no AS line_no,
+       CAST(item_idx AS INTEGER) AS item_idx, NULL::UBIGINT AS fingerprint
 FROM raw
 """
 
@@ -177,14 +243,17 @@ SELECT w.run_id, w.rollout_id, w.new_seq AS seq, w.new_turn AS turn, w.kind, w.r
        w.tokens, w.item_type, w.src_seq, w.import_id, w.line_no, w.item_idx, w.fingerprint
 FROM work_ordered w
 LEFT JOIN results r
-  ON w.kind = 'tool_call' AND r.run_id = w.run_id AND r.rollout_id = w.rollout_id AND r.call_id = w.call_id
+  ON r.run_id = w.run_id AND r.rollout_id = w.rollout_id AND r.call_id = w.call_id
 """
 
+# Per-rollout figures derived from its events; {scope} restricts the scan to the rollouts touched.
 _EVENT_STATS = """
 CREATE OR REPLACE TEMP TABLE event_stats AS
-WITH per_turn AS (
-    SELECT run_id, rollout_id, new_turn, count(*) FILTER (WHERE kind = 'tool_call') AS calls
-    FROM work_ordered GROUP BY ALL
+WITH scoped AS (
+    SELECT * FROM events WHERE {scope}
+), per_turn AS (
+    SELECT run_id, rollout_id, turn, count(*) FILTER (WHERE kind = 'tool_call') AS calls
+    FROM scoped GROUP BY ALL
 ), parallel AS (
     SELECT run_id, rollout_id, max(calls) AS max_parallel_calls FROM per_turn GROUP BY ALL
 )
@@ -192,15 +261,15 @@ SELECT e.run_id, e.rollout_id,
        count(*) AS n_events,
        count(*) FILTER (WHERE kind = 'tool_call') AS n_tool_calls,
        count(*) FILTER (WHERE kind = 'tool_result' AND error IS NOT NULL) AS n_tool_errors,
-       max(new_turn) AS n_turns,
+       max(turn) AS n_turns,
        any_value(p.max_parallel_calls) AS max_parallel_calls,
-       arg_max(text, new_seq) FILTER (WHERE kind = 'message' AND role = 'assistant' AND text IS NOT NULL)
+       arg_max(text, seq) FILTER (WHERE kind = 'message' AND role = 'assistant' AND text IS NOT NULL)
            AS last_assistant_text,
-       arg_min(text, new_seq) FILTER (WHERE kind = 'message' AND role = 'user') AS first_user_text,
+       arg_min(text, seq) FILTER (WHERE kind = 'message' AND role = 'user') AS first_user_text,
        epoch_ms(max(e.started_at + to_milliseconds(coalesce(duration_ms, 0))))
          - epoch_ms(min(e.started_at)) AS span_ms,
        sum(duration_ms) FILTER (WHERE kind <> 'tool_call') AS duration_sum_ms
-FROM work_ordered e JOIN parallel p USING (run_id, rollout_id)
+FROM scoped e JOIN parallel p USING (run_id, rollout_id)
 GROUP BY ALL
 """
 
@@ -301,6 +370,11 @@ def _first(
     con: duckdb.DuckDBPyConnection, sql: str, params: list[object] | None = None
 ) -> tuple[object, ...] | None:
     return con.execute(sql, params or []).fetchone()
+
+
+def _count_changes(con: duckdb.DuckDBPyConnection) -> int:
+    row = con.fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
@@ -405,19 +479,84 @@ class CanonicalIngest:
         )
         duplicates = _count(con, "SELECT count(*) FROM duplicate_lines")
         try:
-            con.execute(_STAGE_ITEMS)
             con.execute(_STAGE_GRADES)
         except duckdb.Error as exc:
-            raise self._fail(1, "", _clean_duckdb_message(exc)) from exc
+            raise self._fail(1, "grades", _clean_duckdb_message(exc)) from exc
         if _count(con, "SELECT count(*) FROM stage_grades WHERE malformed"):
             raise self._fail(1, "grades", "are not valid")
         unknown = con.execute(
-            "SELECT item_type, count(*) FROM stage_items WHERE kind IS NULL GROUP BY ALL ORDER BY 2 DESC"
+            f"""
+            SELECT type, count(*) FROM (
+                SELECT unnest(list_filter(items, x -> NOT {_is_known("x")})).type AS type FROM stage
+                UNION ALL
+                SELECT item.type FROM stage WHERE item IS NOT NULL AND NOT {_is_known("item")})
+            GROUP BY ALL ORDER BY 2 DESC
+            """
         ).fetchall()
         for item_type, count in unknown:
             result.warnings.append(f"{count} items of unknown type {item_type!r} were skipped")
-        # Event lines already stored (same content and seq) are duplicates too.
-        duplicates += _count(
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE affected AS
+            SELECT DISTINCT run_id, rollout_id FROM stage
+            WHERE rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+            """
+        )
+        touches_stored = _count(
+            con, "SELECT count(*) FROM affected JOIN rollouts r USING (run_id, rollout_id)"
+        )
+        event_lines = _count(con, "SELECT count(*) FROM stage WHERE item IS NOT NULL")
+        if event_lines == 0 and touches_stored == 0:
+            result.events_added = _count_changes(
+                con.execute(_INSERT_EVENTS_FROM_LINES, {"import_id": import_id})
+            )
+            con.execute(_EVENT_STATS.format(scope=f"import_id = {int(import_id)}"))
+        else:
+            result.events_added, event_duplicates = self._merge_events(import_id)
+            duplicates += event_duplicates
+            con.execute(
+                _EVENT_STATS.format(
+                    scope="(run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
+                )
+            )
+        result.duplicates_skipped = duplicates
+        con.execute(_STAGE_FIELDS)
+        con.execute(
+            "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
+            " (SELECT run_id, rollout_id, grader FROM stage_grades)"
+        )
+        con.execute("INSERT INTO grades BY NAME SELECT * EXCLUDE (malformed) FROM stage_grades")
+        con.execute(_MERGE_ROLLOUTS, {"import_id": import_id})
+        counts = _first(
+            con,
+            "SELECT count(*) FILTER (WHERE NOT existed), count(*) FILTER (WHERE existed)"
+            " FROM merged_rollouts",
+        )
+        assert counts is not None
+        result.rollouts_added, result.rollouts_updated = int(str(counts[0])), int(str(counts[1]))
+        if result.rollouts_updated:
+            con.execute(
+                "DELETE FROM rollouts WHERE (run_id, rollout_id) IN"
+                " (SELECT run_id, rollout_id FROM affected)"
+            )
+        con.execute("INSERT INTO rollouts BY NAME SELECT * EXCLUDE (existed) FROM merged_rollouts")
+        self._upsert_runs()
+        result.run_ids = [
+            str(r[0])
+            for r in con.execute("SELECT DISTINCT run_id FROM stage ORDER BY 1").fetchall()
+        ]
+        return result
+
+    def _merge_events(self, import_id: int) -> tuple[int, int]:
+        """The general path: new items merged with the stored trajectory of each touched rollout,
+        then the whole trajectory renumbered. Returns (events added, duplicate event lines)."""
+        con = self.con
+        try:
+            con.execute(_STAGE_ITEMS)
+        except duckdb.Error as exc:
+            raise self._fail(1, "", _clean_duckdb_message(exc)) from exc
+        # Event lines already stored (same content and seq) are duplicates.
+        duplicates = _count(
             con,
             """
             SELECT count(*) FROM stage_items s
@@ -430,74 +569,33 @@ class CanonicalIngest:
             f"""
             CREATE OR REPLACE TEMP TABLE new_events AS
             SELECT DISTINCT ON (run_id, rollout_id, coalesce(fingerprint, hash(line_no, item_idx))) *,
-                   CAST({import_id} AS INTEGER) AS import_id
+                   CAST({int(import_id)} AS INTEGER) AS import_id
             FROM stage_items s
             WHERE kind IS NOT NULL AND (s.fingerprint IS NULL OR NOT EXISTS (
                 SELECT 1 FROM events e WHERE e.run_id = s.run_id AND e.rollout_id = s.rollout_id
                   AND e.fingerprint = s.fingerprint))
             """
         )
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE affected AS
-            SELECT DISTINCT run_id, rollout_id FROM (
-                SELECT run_id, rollout_id FROM new_events
-                UNION ALL
-                SELECT run_id, rollout_id FROM stage
-                WHERE item IS NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines))
-            """
-        )
-        result.events_added = _count(con, "SELECT count(*) FROM new_events")
-        result.duplicates_skipped = duplicates
-        with_history = _count(
-            con,
-            "SELECT count(*) FROM affected JOIN rollouts r USING (run_id, rollout_id) WHERE r.n_events > 0",
-        )
+        added = _count(con, "SELECT count(*) FROM new_events")
         event_columns = (
             "run_id, rollout_id, kind, role, text, tool_name, call_id, arguments, output, error,"
-            " started_at, duration_ms, tokens, item_type, src_seq, import_id, line_no, item_idx, fingerprint"
+            " started_at, duration_ms, tokens, item_type, src_seq, import_id, line_no, item_idx,"
+            " fingerprint"
         )
-        if with_history:
-            con.execute(
-                f"""
-                CREATE OR REPLACE TEMP TABLE work_events AS
-                SELECT {event_columns} FROM new_events
-                UNION ALL
-                SELECT {event_columns} FROM events SEMI JOIN affected USING (run_id, rollout_id)
-                """
-            )
-            con.execute("DELETE FROM events WHERE (run_id, rollout_id) IN (SELECT * FROM affected)")
-        else:
-            con.execute(
-                f"CREATE OR REPLACE TEMP TABLE work_events AS SELECT {event_columns} FROM new_events"
-            )
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE work_events AS
+            SELECT {event_columns} FROM new_events
+            UNION ALL
+            SELECT {event_columns} FROM events SEMI JOIN affected USING (run_id, rollout_id)
+            """
+        )
+        con.execute(
+            "DELETE FROM events WHERE (run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
+        )
         con.execute(_WORK_EVENTS_ORDERED)
         con.execute(_INSERT_EVENTS)
-        con.execute(_EVENT_STATS)
-        con.execute(_STAGE_FIELDS)
-        con.execute(
-            "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
-            " (SELECT run_id, rollout_id, grader FROM stage_grades)"
-        )
-        con.execute("INSERT INTO grades BY NAME SELECT * EXCLUDE (malformed) FROM stage_grades")
-        con.execute(_MERGE_ROLLOUTS, {"import_id": import_id})
-        counts = _first(
-            con,
-            "SELECT count(*) FILTER (WHERE NOT existed), count(*) FILTER (WHERE existed) FROM merged_rollouts",
-        )
-        assert counts is not None
-        result.rollouts_added, result.rollouts_updated = int(str(counts[0])), int(str(counts[1]))
-        if result.rollouts_updated:
-            con.execute(
-                "DELETE FROM rollouts WHERE (run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
-            )
-        con.execute("INSERT INTO rollouts BY NAME SELECT * EXCLUDE (existed) FROM merged_rollouts")
-        self._upsert_runs()
-        result.run_ids = [
-            str(r[0])
-            for r in con.execute("SELECT DISTINCT run_id FROM stage ORDER BY 1").fetchall()
-        ]
-        return result
+        return added, duplicates
 
     def _upsert_runs(self) -> None:
         self.con.execute(
