@@ -161,9 +161,10 @@ class Store:
         )
 
     # -- writing -----------------------------------------------------------------------------
-    def detect_format(self, path: str | Path) -> Importer | None:
+    def detect_format(self, path: str | Path, display_name: str | None = None) -> Importer | None:
+        """The importer for a file, from its name (the user's, where given) and first bytes."""
         path = Path(path)
-        return detect_format(path.name, head_bytes(path))
+        return detect_format(display_name or path.name, head_bytes(path))
 
     def ingest_file(
         self,
@@ -195,7 +196,7 @@ class Store:
             content_hash = _hash_path(path, lambda done: report(0.15 * done))
         except OSError as exc:
             raise IngestError(f"cannot read the file: {exc.strerror or exc}", file=name) from exc
-        importer = get_importer(format) if format else self.detect_format(path)
+        importer = get_importer(format) if format else self.detect_format(path, name)
         if importer is None:
             raise UnknownFormatError(
                 f"cannot tell which format this is. Known formats: {describe_formats()}", file=name
@@ -217,7 +218,12 @@ class Store:
             canonical_path = path
             if importer.convert is not None:
                 canonical_path = workdir / "converted.jsonl"
-                count = _write_records(importer.convert(path), canonical_path)
+                # Converters name runs and errors after the file: give them the name the user knows.
+                source = path
+                if name != path.name and "/" not in name:
+                    source = workdir / name
+                    source.symlink_to(path.resolve(), target_is_directory=path.is_dir())
+                count = _write_records(importer.convert(source), canonical_path)
                 if count == 0:
                     raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
             report(0.2 * total)

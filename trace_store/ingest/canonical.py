@@ -180,20 +180,26 @@ INSERT INTO events BY NAME
 WITH lines AS (
     SELECT run_id, rollout_id, rec_no, list_filter(items, x -> {_is_known("x")}) AS its
     FROM stage WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+), marked AS (
+    SELECT *,
+        list_transform(its, x -> {_is_model("x")}) AS model_flags,
+        list_transform(its, x -> {{'is_call': {_is_call("x")}, 'is_output': {_is_output("x")},
+                                   'call_id': x.call_id, 'ms': x.duration_ms, 'at': x.started_at}}) AS calls
+    FROM lines
 ), bounded AS (
     SELECT *, [1] || list_filter(range(1, len(its) + 1),
-                                 i -> {_is_model("its[i]")} AND (i = 1 OR NOT {_is_model("its[i - 1]")}))
+                                 i -> model_flags[i] AND (i = 1 OR NOT model_flags[i - 1]))
               || [len(its) + 1] AS bounds
-    FROM lines
+    FROM marked
 ), listed AS (
     SELECT run_id, rollout_id, rec_no, its,
         flatten(list_transform(range(1, len(bounds)),
                                k -> list_transform(range(bounds[k + 1] - bounds[k]), _ -> k - 1))) AS turns,
-        list_transform(its, x -> CASE WHEN {_is_call("x")} THEN coalesce(
-            list_filter(its, y -> {_is_output("y")} AND y.call_id = x.call_id)[1].duration_ms,
-            epoch_ms({_ts("list_filter(its, y -> " + _is_output("y") + " AND y.call_id = x.call_id)[1].started_at")})
-              - epoch_ms({_ts("x.started_at")}),
-            x.duration_ms) ELSE x.duration_ms END) AS latencies
+        list_transform(calls, x -> CASE WHEN x.is_call THEN coalesce(
+            list_filter(calls, y -> y.is_output AND y.call_id = x.call_id)[1].ms,
+            epoch_ms({_ts("list_filter(calls, y -> y.is_output AND y.call_id = x.call_id)[1].at")})
+              - epoch_ms({_ts("x.at")}),
+            x.ms) ELSE x.ms END) AS latencies
     FROM bounded
 ), raw AS (
     SELECT run_id, rollout_id, rec_no, unnest(its) AS it, unnest(turns) AS turn,
