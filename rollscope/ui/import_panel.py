@@ -45,9 +45,11 @@ def last_results() -> None:
     """The per-file outcome of the last import: counts, "already imported", or the error."""
     for outcome in st.session_state.get(RESULTS, []):
         if outcome.error is None:
-            st.success(render.escape_markdown(outcome.summary()), icon="✅")
+            st.success(render.escape_markdown(outcome.summary()), icon=":material/check_circle:")
         else:
-            render.show_error(outcome.error, context=outcome.file)
+            # The store's messages name the file already; others get it as context.
+            named = outcome.file in str(outcome.error)
+            render.show_error(outcome.error, context=None if named else outcome.file)
 
 
 def uploader(store: Store) -> None:
@@ -69,14 +71,14 @@ def uploader(store: Store) -> None:
     labels = uploads.format_labels()
     options: list[str | None] = [None, *labels]
     chosen: list[str | None] = []
-    for upload in files:
+    for number, upload in enumerate(files, start=1):
         detected = uploads.detect_upload_format(upload.name, upload)
         name_col, size_col, format_col = st.columns([3, 1, 3], vertical_alignment="center")
         name_col.text(upload.name)
         size_col.text(_size(upload.size))
         chosen.append(
             format_col.selectbox(
-                f"Format of {render.escape_markdown(upload.name)}",
+                f"Format of file {number}",  # a label renders Markdown: no file name in it
                 options,
                 index=options.index(detected),
                 format_func=lambda n: labels[n] if n else "Not recognised: choose a format",

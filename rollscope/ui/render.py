@@ -46,7 +46,9 @@ def show_error(exc: BaseException, *, context: str | None = None) -> None:
     """
     title, message = error_title_and_message(exc)
     prefix = f"{escape_markdown(context)}: " if context else ""
-    st.error(f"{prefix}**{escape_markdown(title)}**: {escape_markdown(message)}", icon="⚠️")
+    st.error(
+        f"{prefix}**{escape_markdown(title)}**: {escape_markdown(message)}", icon=":material/error:"
+    )
     if not isinstance(exc, TraceStoreError):
         log.error("Unexpected error in the app", exc_info=exc)
         with st.expander("Details"):

@@ -51,7 +51,7 @@ def warn_bad_param(key: str, raw: Sequence[str], reason: str, fallback: str) -> 
     st.warning(
         f"The link's `{escape_markdown(key)}` value “{escape_markdown(shown)}” was ignored: "
         f"{escape_markdown(reason)}. Showing {escape_markdown(fallback)} instead.",
-        icon="⚠️",
+        icon=":material/warning:",
     )
 
 
