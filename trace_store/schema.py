@@ -102,6 +102,41 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        2,
+        "audit: user rules and judge verdicts",
+        """
+        CREATE TABLE user_rules (
+            name VARCHAR PRIMARY KEY,
+            kind VARCHAR NOT NULL,
+            pattern VARCHAR NOT NULL,
+            severity VARCHAR NOT NULL DEFAULT 'medium',
+            reason VARCHAR,
+            on_import BOOLEAN NOT NULL DEFAULT false,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE judge_templates (
+            template_version VARCHAR PRIMARY KEY,
+            template VARCHAR NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        CREATE TABLE judge_verdicts (
+            run_id VARCHAR NOT NULL,
+            rollout_id VARCHAR NOT NULL,
+            model VARCHAR NOT NULL,
+            template_version VARCHAR NOT NULL,
+            verdict VARCHAR,
+            confidence DOUBLE,
+            rationale VARCHAR,
+            cited_events INTEGER[],
+            error VARCHAR,
+            input_tokens BIGINT,
+            output_tokens BIGINT,
+            condensed BOOLEAN,
+            judged_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
 ]
 
 
