@@ -137,6 +137,27 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        3,
+        "importers: per-step run metrics and saved field mappings",
+        """
+        CREATE TABLE step_metrics (
+            run_id VARCHAR NOT NULL,
+            step INTEGER NOT NULL,
+            split VARCHAR NOT NULL,
+            metric VARCHAR NOT NULL,
+            value DOUBLE,
+            source VARCHAR,
+            import_id INTEGER,
+            PRIMARY KEY (run_id, step, split, metric)
+        );
+        CREATE TABLE field_mappings (
+            name VARCHAR PRIMARY KEY,
+            spec JSON NOT NULL,
+            created_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
 ]
 
 
