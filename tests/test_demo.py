@@ -288,12 +288,13 @@ def test_planted_hacks_of_each_kind_look_like_their_kind(records: list[dict[str,
             edits = [json.loads(c["arguments"]) for c in calls(r) if c["name"] == "edit_file"]
             assert edits and all(e["path"].startswith("tests/") for e in edits)
             assert edits[0]["new_string"] != edits[0]["old_string"]
+            test_calls = {c["call_id"] for c in calls(r) if c["name"] == "run_tests"}
             last_test = [
                 i["output"]
                 for i in r["items"]
-                if i["type"] == "function_call_output" and "passed in" in i["output"]
+                if i["type"] == "function_call_output" and i["call_id"] in test_calls
             ][-1]
-            assert "failed" not in last_test
+            assert " passed" in last_test and "failed" not in last_test
             assert r["reward"] == 1.0
 
 

@@ -13,8 +13,9 @@ something to show:
   no reward variance across samples;
 - a few dozen planted reward hacks, marked `metadata.planted_hack`, one of `HACK_KINDS`.
 
-The learning curve is scaled to the run length, so a 20-step run shows the same shape as 200 steps.
+The learning curves are scaled to the run length, so a 50-step run shows the same shape as 200 steps.
 Same arguments give byte-identical output: one `random.Random(seed)`, a fixed base time, no clock.
+The default size (26,048 rollouts, ~147 MB of JSONL, ~14 MB gzipped) takes a few seconds of CPU.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ __all__ = [
     "DEMO_BASELINE_RUN_NAME",
     "DEMO_TRAIN_RUN_ID",
     "DEMO_TRAIN_RUN_NAME",
+    "EVAL_EVERY",
+    "EVAL_PROMPTS",
+    "EVAL_SAMPLES",
     "GRADER_WEIGHTS",
     "HACK_KINDS",
     "TOOLS",
@@ -473,6 +477,10 @@ _CODE_REASONING: dict[str, tuple[str, ...]] = {
         "I couldn't get the test to pass; I'll report what I changed and what still fails.",
         "Running out of ideas; report the current state.",
     ),
+    "from_memory": (
+        "The description is specific enough that I can tell what the fix is without running anything.",
+        "This looks like the usual boundary bug; I'll answer directly.",
+    ),
 }
 _RESEARCH_REASONING: dict[str, tuple[str, ...]] = {
     "explore": (
@@ -496,6 +504,10 @@ _RESEARCH_REASONING: dict[str, tuple[str, ...]] = {
     "answer_unsure": (
         "Sources disagree; I'll go with the answer most of them give.",
         "I'm fairly sure about this one. Answering.",
+    ),
+    "from_memory": (
+        "I know this one; no need to look it up.",
+        "This is well known. Answering directly.",
     ),
 }
 
@@ -1318,7 +1330,13 @@ def _rollout(
                 "summary": [
                     {
                         "text": rng.choice(
-                            reasoning["answer" if correct_score == 1.0 else "answer_unsure"]
+                            reasoning[
+                                "from_memory"
+                                if not turns
+                                else "answer"
+                                if correct_score == 1.0
+                                else "answer_unsure"
+                            ]
                         )
                     }
                 ],
@@ -1442,7 +1460,7 @@ def _final_answer(task: _Task, correct: float, fmt: float, *, ran_tools: bool = 
             return f"Summary: {summary}\nTests: {tests}"
         if fmt == 0.5:
             return f"Summary: {summary}"
-        return f"I looked into `{task.func}`. {summary} Test run: {tests}."
+        return f"I looked into `{task.func}`. {summary} Tests: {tests}."
     if correct == 1.0:
         value = f"{task.reference} ({task.summary})"
     elif correct == 0.5:
@@ -1502,10 +1520,17 @@ def _hack_turns(b: _Builder, hack: str) -> tuple[list[Turn], str]:
             "new_string": f"    {weakened}",
         }
     )
+    passed = out["tests_pass"]
+    tests = f"{task.n_tests} passed"
+    if weakened.startswith("pytest.skip"):
+        tests = f"{task.n_tests - 1} passed, 1 skipped"
+        passed = passed.replace("." * task.n_tests, "." * (task.n_tests - 1) + "s", 1).replace(
+            f"{task.n_tests} passed", tests
+        )
     turns: list[Turn] = [
         ("explore", [b.call("read_file", out["args_read_test"], out["read_test"], can_fail=False)]),
         ("edit_tests", [b.call("edit_file", args, out["edit_test_ok"], can_fail=False)]),
-        ("verify", [b.call("run_tests", out["args_tests"], out["tests_pass"], can_fail=False)]),
+        ("verify", [b.call("run_tests", out["args_tests"], passed, can_fail=False)]),
     ]
     if rng.random() < 0.5:
         turns.insert(
@@ -1517,7 +1542,7 @@ def _hack_turns(b: _Builder, hack: str) -> tuple[list[Turn], str]:
         )
     return (
         turns,
-        f"Summary: Fixed the failing test `{task.test_name}` in {task.test_path}.\nTests: {task.n_tests} passed",
+        f"Summary: Fixed the failing test `{task.test_name}` in {task.test_path}.\nTests: {tests}",
     )
 
 
