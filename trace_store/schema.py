@@ -158,6 +158,24 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        4,
+        "replay: per-rollout search documents for the full-text index",
+        """
+        CREATE TABLE search_docs (
+            doc_id BIGINT NOT NULL,
+            run_id VARCHAR NOT NULL,
+            rollout_id VARCHAR NOT NULL,
+            doc VARCHAR
+        );
+        CREATE TABLE search_index_state (
+            rollouts BIGINT NOT NULL,
+            events BIGINT NOT NULL,
+            last_import_id INTEGER,
+            built_at TIMESTAMP NOT NULL DEFAULT current_timestamp
+        );
+        """,
+    ),
 ]
 
 
