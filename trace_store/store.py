@@ -223,6 +223,14 @@ class Store:
                 if name != path.name and "/" not in name:
                     source = workdir / name
                     source.symlink_to(path.resolve(), target_is_directory=path.is_dir())
+                if importer.writes_step_metrics:
+                    from .metrics import ingest_step_metrics
+
+                    written = ingest_step_metrics(
+                        self, importer.convert(source), name, content_hash, format=importer.name
+                    )
+                    report(total)
+                    return written
                 count = _write_records(importer.convert(source), canonical_path)
                 if count == 0:
                     raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
@@ -320,7 +328,7 @@ class Store:
         """Remove a run and every row of it. Returns the number of rollouts removed."""
         with self.transaction() as cur:
             row = cur.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [run_id]).fetchone()
-            for table in ("events", "grades", "flags", "rollouts", "runs"):
+            for table in ("events", "grades", "flags", "step_metrics", "rollouts", "runs"):
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0

@@ -34,6 +34,9 @@ class Importer:
     detect: Detector
     convert: Converter | None
     example: str
+    #: ``convert`` yields step-metric rows (run_id, step, split, metric, value, source) for the
+    #: `step_metrics` table instead of rollouts (fine-tuning job metrics events).
+    writes_step_metrics: bool = False
 
 
 def _first_line(head: bytes) -> dict[str, Any] | None:
