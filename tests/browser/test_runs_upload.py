@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,16 @@ def test_uploading_a_canonical_file_adds_its_run_to_the_table(app_server, page, 
     assert 'bad_reward.jsonl line 2: `reward` must be a number, got "high"' in error
     assert "Traceback" not in page.locator("[data-testid='stMain']").inner_text()
     assert "1 run" in page.locator("[data-testid='stSidebar']").inner_text()
+
+
+def test_loading_the_demo_from_the_empty_store(app_server, page, screenshot):
+    page.goto(app_server)
+    page.get_by_role("button", name="Load the demo run").click()
+
+    cell = page.locator("[data-testid='stDataFrame'] td").filter(has_text=re.compile("^baseline$"))
+    cell.wait_for(state="attached")
+    screenshot(page, "runs-demo-loaded")
+    cells = table_cells(page)
+    assert "train" in cells and "baseline" in cells, cells
+    assert "demo run" in page.locator("[data-testid='stAlertContentSuccess']").inner_text()
+    assert page.get_by_role("button", name="Load the demo run").count() == 0
