@@ -93,6 +93,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from trace_store import audit
+
+    params = audit.AuditParams(tool_budget=args.tool_budget)
+    with open_store(args.db) as store:
+        summary = audit.run_detectors(store, args.run, params=params)
+        for line in summary.lines():
+            print(line)
+        for run_id in summary.run_ids:
+            flagged = audit.flagged_rollouts(store, run_id, limit=args.show)
+            for row in flagged.itertuples():
+                print(f"{run_id}  {row.rollout_id}  {row.detector}  {row.severity}: {row.reason}")
+    return 1 if any(r.error for r in summary.results) else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rollscope", description=__doc__)
     db_help = f"DuckDB store file (default: $ROLLSCOPE_DB or {default_db_path()})"
@@ -115,6 +130,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--demo", action="store_true", help="load the demo run first if the store is empty")
     p.add_argument("--headless", action="store_true", help="do not open a browser")
     p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("audit", help="run the reward-hacking detectors and user rules; write flags")
+    p.add_argument("--db", help=db_help)
+    p.add_argument("--run", help="audit this run only (default: every run)")
+    p.add_argument("--tool-budget", type=int, default=20, help="tool calls allowed a rollout (default 20)")
+    p.add_argument("--show", type=int, default=20, help="flagged rollouts to list per run (default 20)")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("formats", help="list the trace formats Rollscope reads")
     p.set_defaults(func=cmd_formats)
