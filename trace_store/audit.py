@@ -376,7 +376,7 @@ ROLLOUTS_VIEW_COLUMNS = (
     " prompt, started_at, ended_at, input_tokens, output_tokens, reasoning_tokens, metadata"
 )
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$")
+_NAME_RE = re.compile(r"^[^\x00-\x1f\x7f]{1,64}$")
 _MAX_RULE_CHARS = 4000
 # Functions that reach outside the store, change state or leak settings; refused in predicates.
 _DENIED_FUNCTIONS = re.compile(
@@ -515,10 +515,9 @@ def _validate_regex(cur: duckdb.DuckDBPyConnection, pattern: str) -> None:
 
 def validate_rule(store: Store, rule: UserRule) -> None:
     """Raise RuleError (saying why) unless `rule` is safe to save and run."""
-    if not _NAME_RE.match(rule.name):
+    if not _NAME_RE.match(rule.name) or rule.name != rule.name.strip():
         raise RuleError(
-            "a rule name is 1-64 letters, digits, spaces, '_', '-' or '.', starting with a letter "
-            "or digit"
+            "a rule name is 1-64 characters on one line, without leading or trailing spaces"
         )
     if rule.severity not in SEVERITIES:
         raise RuleError(f"severity must be one of {', '.join(SEVERITIES)}, got “{rule.severity}”")
