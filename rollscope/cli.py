@@ -1,4 +1,4 @@
-"""`rollscope import|demo|serve|formats`: the command line over the trace store."""
+"""`rollscope import|demo|serve|formats|pull`: the command line over the trace store."""
 
 from __future__ import annotations
 
@@ -108,6 +108,26 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 1 if any(r.error for r in summary.results) else 0
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    from trace_store.pull import pull_eval_run, pull_finetune_metrics
+
+    def fetched(count: int) -> None:
+        if sys.stderr.isatty():
+            sys.stderr.write(f"\rfetched {count:,} objects")
+            sys.stderr.flush()
+
+    keys = {"api_key": args.api_key, "base_url": args.base_url, "progress": fetched}
+    with open_store(args.db) as store:
+        if args.source == "finetune":
+            result = pull_finetune_metrics(store, args.job_id, **keys)
+        else:
+            result = pull_eval_run(store, args.eval_id, args.run_id, **keys)
+    if sys.stderr.isatty():
+        sys.stderr.write("\n")
+    print(result.summary())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rollscope", description=__doc__)
     db_help = f"DuckDB store file (default: $ROLLSCOPE_DB or {default_db_path()})"
@@ -137,6 +157,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tool-budget", type=int, default=20, help="tool calls allowed a rollout (default 20)")
     p.add_argument("--show", type=int, default=20, help="flagged rollouts to list per run (default 20)")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("pull", help="pull a fine-tuning job's metrics or an eval run from the OpenAI API")
+    pull = p.add_subparsers(dest="source", required=True)
+    api_help = {
+        "api_key": "API key (default: $OPENAI_API_KEY)",
+        "base_url": "API base URL (default: $OPENAI_BASE_URL or https://api.openai.com/v1)",
+    }
+    finetune = pull.add_parser("finetune", help="a fine-tuning job's per-step metrics events")
+    finetune.add_argument("job_id", help="fine-tuning job id (ftjob-...)")
+    evals = pull.add_parser("eval", help="an eval run's output items, as rollouts")
+    evals.add_argument("eval_id", help="eval id (eval_...)")
+    evals.add_argument("run_id", help="eval run id (evalrun_...)")
+    for q in (finetune, evals):
+        q.add_argument("--db", help=db_help)
+        q.add_argument("--api-key", help=api_help["api_key"])
+        q.add_argument("--base-url", help=api_help["base_url"])
+        q.set_defaults(func=cmd_pull)
 
     p = sub.add_parser("formats", help="list the trace formats Rollscope reads")
     p.set_defaults(func=cmd_formats)
