@@ -383,3 +383,33 @@ def test_cli_pull_subcommands(
     monkeypatch.setenv("OPENAI_API_KEY", "sk-wrong-key")
     assert cli_main(["pull", "eval", EVAL, RUN, "--db", db, "--base-url", api.base_url]) == 2
     assert "refused the API key" in capsys.readouterr().err
+
+
+def test_runs_page_pull_panel(
+    api: FakeAPI, store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ROLLSCOPE_DB", str(store_path))
+    monkeypatch.setenv("OPENAI_BASE_URL", api.base_url)
+    root = Path(__file__).resolve().parent.parent
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=600).run()
+    assert not at.exception
+    assert not [b for b in at.button if b.key == "runs.pull.go"]  # no button before an id
+    at.text_input(key="runs.pull.job").input(JOB)
+    at.text_input(key="runs.pull.api_key").input("sk-wrong-key").run()
+    at.button(key="runs.pull.go").click().run()
+    assert not at.exception
+    errors = " ".join(e.value for e in at.error)
+    assert "refused the API key" in errors.replace("\\", "")
+    at.text_input(key="runs.pull.api_key").input(KEY)
+    at.button(key="runs.pull.go").click().run()
+    assert not at.exception and not at.error
+    assert "125 steps" in " ".join(s.value for s in at.success)
+    assert JOB in at.dataframe[0].value.to_string()  # the runs table shows the pulled run
+    at.radio(key="runs.pull.source").set_value("Eval run output items").run()
+    at.text_input(key="runs.pull.eval").input(EVAL)
+    at.text_input(key="runs.pull.run").input(RUN).run()
+    at.button(key="runs.pull.go").click().run()
+    assert not at.exception and not at.error
+    assert "230 rollouts added" in " ".join(s.value for s in at.success)
