@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rollscope.ui import import_panel, navigation, store_access, view_state
+from rollscope.ui import import_panel, navigation, pull_panel, store_access, view_state
 from rollscope.ui.runs_table import runs_table
 
 st.title("Runs")
@@ -24,3 +24,4 @@ else:
 st.subheader("Import trace files")
 import_panel.last_results()
 import_panel.uploader(store)
+pull_panel.show(store)
