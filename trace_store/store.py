@@ -21,6 +21,7 @@ from .extensions import load_extension
 from .ingest.canonical import CanonicalIngest, IngestResult
 from .ingest.files import compression_of, head_bytes
 from .ingest.registry import Importer, describe_formats, detect_format, get_importer
+from .limits import translate_read_error
 from .schema import migrate
 
 ProgressCallback = Callable[[int, int], None]
@@ -183,6 +184,9 @@ class Store:
         name = display_name or path.name
         if not path.exists():
             raise IngestError("no such file", file=name)
+        if not (path.is_file() or path.is_dir()):
+            # A FIFO would block the import forever; a device or socket is no trace file.
+            raise IngestError("not a regular file or folder (a pipe, socket or device?)", file=name)
         try:
             total = max(_size_of(path), 1)
         except OSError as exc:
@@ -238,6 +242,11 @@ class Store:
             result = self._ingest_canonical(
                 canonical_path, name, importer, content_hash, report, total
             )
+        except Exception as exc:  # a damaged, hostile or unreadable file: say so, store unchanged
+            error = translate_read_error(exc, name)
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         report(total)
