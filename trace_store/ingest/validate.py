@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IngestError
-from .files import open_text
+from ..limits import line_too_long, max_line_bytes
+from .files import open_binary
 
 _ITEM_TYPES = {
     "reasoning",
@@ -177,10 +178,32 @@ def _check_grades(grades: Any) -> Iterator[tuple[str, str]]:
             yield f"{where}.explanation", f"must be a string, got {_describe(explanation)}"
 
 
+def _decode(raw: bytes, display_name: str, number: int) -> str | IngestError:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        hint = ""
+        if number == 1 and raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+            hint = "; it looks like UTF-16: save it as UTF-8"
+        return IngestError(
+            f"not valid UTF-8 ({exc.reason} at column {exc.start + 1}){hint}",
+            file=display_name,
+            line=number,
+        )
+
+
 def first_problem(path: Path, display_name: str) -> IngestError | None:
     """Scan the file line by line; return an error for the first bad line, or None."""
-    with open_text(path) as lines:
-        for number, line in enumerate(lines, start=1):
+    limit = max_line_bytes()
+    with open_binary(path) as stream:
+        number = 0
+        while raw := stream.readline(limit + 1):
+            number += 1
+            if len(raw) > limit and not raw.endswith(b"\n"):
+                return line_too_long(display_name, number)
+            line = _decode(raw, display_name, number)
+            if isinstance(line, IngestError):
+                return line
             if not line.strip():
                 continue
             try:
@@ -191,9 +214,11 @@ def first_problem(path: Path, display_name: str) -> IngestError | None:
                     file=display_name,
                     line=number,
                 )
-            except UnicodeDecodeError as exc:
+            except RecursionError:
                 return IngestError(
-                    f"not valid UTF-8 ({exc.reason})", file=display_name, line=number
+                    "JSON nested too deeply to read (thousands of levels of [ or {)",
+                    file=display_name,
+                    line=number,
                 )
             for field, problem in check_record(record):
                 message = f"`{field}` {problem}" if field else problem
@@ -204,7 +229,7 @@ def first_problem(path: Path, display_name: str) -> IngestError | None:
 def physical_line(path: Path, record_number: int) -> int:
     """Map the n-th JSON record (1-based, blank lines skipped) to its line number in the file."""
     seen = 0
-    with open_text(path) as lines:
+    with open_binary(path) as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 seen += 1
