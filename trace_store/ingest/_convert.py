@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..errors import IngestError
+from ..limits import line_too_long, max_line_bytes
 from .files import open_text, strip_compression_suffix
 
 JSONDict = dict[str, Any]
@@ -73,7 +74,7 @@ def iter_json_records(
         first_line = ""
         first_number = 0
         try:
-            for number, line in enumerate(stream, start=1):
+            for number, line in _bounded_lines(stream, name, 1):
                 if line.strip():
                     first_line, first_number = line, number
                     break
@@ -105,7 +106,7 @@ def iter_json_records(
                 yield from _whole_document(name, document, one_record)
                 return
             yield Where(name, first_number), first
-            for number, line in enumerate(stream, start=first_number + 1):
+            for number, line in _bounded_lines(stream, name, first_number + 1):
                 if not line.strip():
                     continue
                 try:
@@ -117,6 +118,17 @@ def iter_json_records(
                 yield Where(name, number), record
         except UnicodeDecodeError as exc:
             raise IngestError(f"not valid UTF-8 ({exc.reason})", file=name) from None
+
+
+def _bounded_lines(stream: IO[str], name: str, start: int) -> Iterator[tuple[int, str]]:
+    """(number, line) from `stream`, refusing a line longer than the limit before it fills memory."""
+    limit = max_line_bytes()
+    number = start
+    while line := stream.readline(limit + 1):
+        if len(line) > limit and not line.endswith("\n"):
+            raise line_too_long(name, number)
+        yield number, line
+        number += 1
 
 
 def _whole_document(
