@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import IngestError
+from ..limits import check_zip_member
 from ._convert import (
     JSONDict,
     Where,
@@ -87,7 +88,10 @@ def _read_member(archive: zipfile.ZipFile, handle: Any, info: zipfile.ZipInfo) -
     handle.seek(info.header_offset + 30 + name_length + extra_length)
     compressed = handle.read(info.compress_size)
     with zstandard.ZstdDecompressor().stream_reader(compressed) as reader:
-        data: bytes = reader.read()
+        # Never more than the member declares (checked against the limits before reading).
+        data: bytes = reader.read(info.file_size + 1)
+    if len(data) > info.file_size:
+        raise zipfile.BadZipFile(f"{info.filename} is larger than its zip entry declares")
     return data
 
 
@@ -158,9 +162,23 @@ def _own_json_reader(path: Path) -> tuple[JSONDict, Iterator[JSONDict]]:
     return document, (_resolve(s) for s in samples)
 
 
+def _check_sizes(path: Path) -> None:
+    """Refuse a zip bomb before any member is decompressed (by the sizes the zip declares;
+    both readers stop at a member's declared size)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            infos = archive.infolist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return  # the reader below reports the damaged zip
+    for info in infos:
+        check_zip_member(path.name, info.filename, info.file_size, info.compress_size)
+
+
 def read_log(path: Path, *, use_inspect_ai: bool = True) -> tuple[JSONDict, Iterator[JSONDict]]:
     """The log's header (eval spec, results, stats) and its samples as plain dicts, streamed."""
     is_zip = zipfile.is_zipfile(path)
+    if is_zip:
+        _check_sizes(path)
     try:
         if use_inspect_ai:
             found = _with_inspect_ai(path)
