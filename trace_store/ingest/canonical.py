@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from ..errors import IngestError
+from ..limits import max_line_bytes
 from .validate import SPLITS, STATUSES, first_problem, physical_line
 
 ITEM_TYPE = (
@@ -79,6 +80,14 @@ def _ts(expr: str) -> str:
         f" WHEN try_cast({expr} AS DOUBLE) IS NOT NULL"
         f" THEN make_timestamp(CAST(try_cast({expr} AS DOUBLE) * 1000 AS BIGINT))"
         f" ELSE CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) END)"
+    )
+
+
+def _bad_time(expr: str) -> str:
+    """SQL: true when `expr` is set but `_ts` could not read it (neither a time nor a number)."""
+    return (
+        f"({expr} IS NOT NULL AND try_cast({expr} AS DOUBLE) IS NULL"
+        f" AND try_cast({expr} AS TIMESTAMPTZ) IS NULL)"
     )
 
 
@@ -323,11 +332,13 @@ WITH latest AS (
 )
 SELECT run_id, rollout_id, g.name AS grader, g.score, g.weight, g.explanation,
        (g.name IS NULL OR (g.score IS NULL AND coalesce(json_type(raw, '$.score'), 'NULL') <> 'NULL')
-        OR (g.weight IS NULL AND coalesce(json_type(raw, '$.weight'), 'NULL') <> 'NULL')) AS malformed
+        OR (g.weight IS NULL AND coalesce(json_type(raw, '$.weight'), 'NULL') <> 'NULL')
+        OR NOT isfinite(g.score) OR NOT isfinite(g.weight)) AS malformed
 FROM listed
 UNION ALL
 SELECT run_id, rollout_id, kv.key, try_cast(kv.value AS DOUBLE), NULL, NULL,
-       try_cast(kv.value AS DOUBLE) IS NULL AND json_type(kv.value) <> 'NULL'
+       (try_cast(kv.value AS DOUBLE) IS NULL AND json_type(kv.value) <> 'NULL')
+       OR NOT isfinite(try_cast(kv.value AS DOUBLE))
 FROM keyed
 """
 
@@ -414,9 +425,9 @@ class CanonicalIngest:
             self.con.execute(
                 "CREATE OR REPLACE TEMP TABLE stage AS"
                 f" SELECT * RENAME (ordinality AS rec_no) FROM read_json(?, columns = {columns},"
-                " format = 'newline_delimited', compression = ?, maximum_object_size = 1073741824)"
+                " format = 'newline_delimited', compression = ?, maximum_object_size = ?)"
                 " WITH ORDINALITY",
-                [str(self.path), compression or "uncompressed"],
+                [str(self.path), compression or "uncompressed", max_line_bytes()],
             )
         except duckdb.Error as exc:
             exact = first_problem(self.path, self.display_name)
@@ -446,6 +457,13 @@ class CanonicalIngest:
                 WHEN list_bool_or(list_transform(items, x -> x.type IS NULL OR {bad_content})) THEN 'items'
                 WHEN item IS NOT NULL AND (item.type IS NULL OR {bad_item_content}) THEN 'item'
                 WHEN isinf(reward) OR isnan(reward) THEN 'reward'
+                WHEN NOT isfinite(latency_ms) THEN 'latency_ms'
+                WHEN {_bad_time("started_at")} THEN 'started_at'
+                WHEN {_bad_time("ended_at")} THEN 'ended_at'
+                WHEN list_bool_or(list_transform(items, x -> {_bad_time("x.started_at")})) THEN 'items'
+                WHEN {_bad_time("item.started_at")} THEN 'item'
+                WHEN list_bool_or(list_transform(items, x -> NOT isfinite(x.duration_ms))) THEN 'items'
+                WHEN NOT isfinite(item.duration_ms) THEN 'item'
             END AS problem
             FROM stage
             WHERE problem IS NOT NULL
