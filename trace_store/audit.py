@@ -739,25 +739,35 @@ def flags_by_detector(store: Store, run_id: str) -> pd.DataFrame:
     )
 
 
-def flag_rate_by_step(store: Store, run_id: str) -> pd.DataFrame:
+def flag_rate_by_step(store: Store, run_id: str, *, buckets: int = 60) -> pd.DataFrame:
     """Per step and detector: flagged rollouts, their share, and the step's mean reward.
 
-    Also a detector ``any`` row a step: the share of rollouts with at least one flag.
+    Steps are grouped into at most `buckets` equal ranges (``step`` is the first step of each)
+    so that rare flags over a long run read as a rate. A detector ``any`` row a bucket gives the
+    share of rollouts with at least one flag.
     """
     _require_run(store, run_id)
     return store.query_df(
         """
-        WITH steps AS (
-            SELECT step, count(*) AS rollouts, avg(reward) AS mean_reward
-            FROM rollouts WHERE run_id = $run GROUP BY step
+        WITH span AS (
+            SELECT min(step) AS lo,
+                   greatest(1, ceil((max(step) - min(step) + 1) / $buckets)) AS width
+            FROM rollouts WHERE run_id = $run
+        ), r AS (
+            SELECT r.rollout_id, r.reward,
+                   CAST(span.lo + floor((r.step - span.lo) / span.width) * span.width AS INTEGER)
+                       AS step
+            FROM rollouts r, span WHERE r.run_id = $run
+        ), steps AS (
+            SELECT step, count(*) AS rollouts, avg(reward) AS mean_reward FROM r GROUP BY step
+        ), f AS (
+            SELECT DISTINCT f.rollout_id, f.detector FROM flags f WHERE f.run_id = $run
         ), per_detector AS (
             SELECT r.step, f.detector, count(DISTINCT f.rollout_id) AS flagged
-            FROM flags f JOIN rollouts r USING (run_id, rollout_id)
-            WHERE f.run_id = $run GROUP BY ALL
+            FROM f JOIN r USING (rollout_id) GROUP BY ALL
             UNION ALL
             SELECT r.step, 'any' AS detector, count(DISTINCT f.rollout_id) AS flagged
-            FROM flags f JOIN rollouts r USING (run_id, rollout_id)
-            WHERE f.run_id = $run GROUP BY ALL
+            FROM f JOIN r USING (rollout_id) GROUP BY ALL
         ), detectors AS (SELECT DISTINCT detector FROM per_detector)
         SELECT s.step, d.detector, coalesce(p.flagged, 0) AS flagged, s.rollouts,
                coalesce(p.flagged, 0) / s.rollouts AS rate, s.mean_reward
@@ -765,7 +775,7 @@ def flag_rate_by_step(store: Store, run_id: str) -> pd.DataFrame:
         LEFT JOIN per_detector p ON p.step = s.step AND p.detector = d.detector
         ORDER BY d.detector, s.step
         """,
-        {"run": run_id},
+        {"run": run_id, "buckets": max(1, buckets)},
     )
 
 

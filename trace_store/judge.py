@@ -41,6 +41,7 @@ __all__ = [
     "estimate_cost",
     "judge_prompt",
     "judge_rollouts",
+    "judge_targets",
     "judge_vs_reward",
     "judged_models",
     "make_client",
@@ -579,6 +580,45 @@ def _api_error(exc: openai.OpenAIError) -> str:
 
 
 # --- reading ----------------------------------------------------------------------------------
+
+TARGET_SETS = ("flagged", "flagged_and_clean", "sample", "high_reward")
+
+
+def judge_targets(store: Store, run_id: str, which: str, limit: int = 50) -> list[tuple[str, str]]:
+    """Rollouts to judge: the flagged ones, the flagged ones plus a clean sample of each prompt,
+    a deterministic sample of the run, or a sample of its high-reward rollouts."""
+    if which not in TARGET_SETS:
+        raise JudgeError(f"unknown set of rollouts “{which}”: one of {', '.join(TARGET_SETS)}")
+    df = store.query_df(
+        """
+        WITH flagged AS (
+            SELECT DISTINCT f.rollout_id, r.prompt_id, r.step FROM flags f
+            JOIN rollouts r USING (run_id, rollout_id) WHERE f.run_id = $run
+        ), clean AS (
+            SELECT (SELECT c.rollout_id FROM rollouts c
+                    WHERE c.run_id = $run AND c.prompt_id = f.prompt_id
+                      AND c.rollout_id NOT IN (SELECT rollout_id FROM flagged)
+                    ORDER BY abs(c.step - f.step), c.rollout_id LIMIT 1) AS rollout_id,
+                   f.rollout_id AS pair
+            FROM flagged f
+        ), best AS (SELECT max(reward) AS m FROM rollouts WHERE run_id = $run)
+        SELECT rollout_id FROM (
+            SELECT rollout_id, 0 AS grp, hash(rollout_id) AS o FROM flagged
+                WHERE $which IN ('flagged', 'flagged_and_clean')
+            UNION ALL
+            SELECT rollout_id, 1, hash(pair) FROM clean
+                WHERE $which = 'flagged_and_clean' AND rollout_id IS NOT NULL
+            UNION ALL
+            SELECT rollout_id, 0, hash(rollout_id) FROM rollouts WHERE run_id = $run
+                AND $which = 'sample'
+            UNION ALL
+            SELECT rollout_id, 0, hash(rollout_id) FROM rollouts, best WHERE run_id = $run
+                AND $which = 'high_reward' AND reward > 0 AND reward >= 0.9 * best.m
+        ) GROUP BY rollout_id ORDER BY min(o), min(grp) LIMIT $limit
+        """,
+        {"run": run_id, "which": which, "limit": limit},
+    )
+    return [(run_id, str(r)) for r in df["rollout_id"]]
 
 
 def judged_models(store: Store, run_id: str) -> pd.DataFrame:
