@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rollscope.ui import import_panel, navigation, pull_panel, store_access, view_state
+from rollscope.ui import (
+    import_panel,
+    mapping_panel,
+    navigation,
+    pull_panel,
+    store_access,
+    view_state,
+)
 from rollscope.ui.runs_table import runs_table
 
 st.title("Runs")
@@ -25,3 +32,4 @@ st.subheader("Import trace files")
 import_panel.last_results()
 import_panel.uploader(store)
 pull_panel.show(store)
+mapping_panel.show(store)

@@ -122,7 +122,7 @@ def translate_read_error(exc: BaseException, file: str) -> BaseException:
         # A value the checks before the write let through; DuckDB's message names it.
         text = str(exc).split("\n")[0].split(": ", 1)[-1]
         return IngestError(f"a value cannot be stored ({text})", file=file)
-    if isinstance(exc, duckdb.IOException):
+    if isinstance(exc, duckdb.IOException | duckdb.TransactionException):
         text = str(exc).split("\n")[0]
         if "space left" in text or "too large" in text.lower():
             return IngestError(

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -113,7 +113,7 @@ class Store:
                 yield cur
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                _rollback(cur)
                 raise
             finally:
                 cur.close()
@@ -301,7 +301,7 @@ class Store:
                 )
                 cur.execute("COMMIT")
             except BaseException:
-                cur.execute("ROLLBACK")
+                _rollback(cur)
                 raise
             finally:
                 CanonicalIngest.cleanup(cur)
@@ -341,6 +341,13 @@ class Store:
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0
+
+
+def _rollback(cur: duckdb.DuckDBPyConnection) -> None:
+    """Roll back, unless the failure was the COMMIT itself (a full disk), which already ended
+    the transaction: a second error must not hide the first."""
+    with suppress(duckdb.TransactionException):
+        cur.execute("ROLLBACK")
 
 
 def _write_records(records: Iterable[dict[str, Any]], target: Path) -> int:
