@@ -75,8 +75,12 @@ class IngestResult:
 
 def _ts(expr: str) -> str:
     """SQL turning an RFC 3339 string or epoch milliseconds into a UTC TIMESTAMP."""
+    # RFC 3339 starts with "YYYY-": that test is cheap and decides the common case without a
+    # trial cast to DOUBLE.
     return (
         f"(CASE WHEN {expr} IS NULL THEN NULL"
+        f" WHEN substr({expr}, 5, 1) = '-' AND NOT starts_with({expr}, '-')"
+        f" THEN CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP)"
         f" WHEN try_cast({expr} AS DOUBLE) IS NOT NULL"
         f" THEN make_timestamp(CAST(try_cast({expr} AS DOUBLE) * 1000 AS BIGINT))"
         f" ELSE CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) END)"
@@ -93,8 +97,13 @@ def _bad_time(expr: str) -> str:
 
 def _json_text(expr: str) -> str:
     """A JSON value as text: strings unquoted, anything else as its JSON."""
+    # The reader writes JSON values minified, so the first character tells strings and objects
+    # (the common cases) apart without parsing the value again.
     return (
-        f"(CASE WHEN {expr} IS NULL OR json_type({expr}) = 'NULL' THEN NULL"
+        f"(CASE WHEN {expr} IS NULL THEN NULL"
+        f" WHEN starts_with({expr}, '\"') THEN {expr} ->> '$'"
+        f" WHEN starts_with({expr}, '{{') THEN CAST({expr} AS VARCHAR)"
+        f" WHEN json_type({expr}) = 'NULL' THEN NULL"
         f" WHEN json_type({expr}) = 'VARCHAR' THEN {expr} ->> '$'"
         f" WHEN json_type({expr}) = 'ARRAY' AND json_array_length({expr}) > 0"
         f"  AND list_bool_and(list_transform(json_extract_string({expr}, '$[*].text'), x -> x IS NOT NULL))"
@@ -312,6 +321,16 @@ WHERE rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
 GROUP BY run_id, rollout_id
 """
 
+_STAGE_FIELDS_ONE_LINE = f"""
+CREATE OR REPLACE TEMP TABLE stage_fields AS
+SELECT run_id, rollout_id, step, prompt_id, sample_index, split, reward, final_answer, reference,
+    status, {_ts("started_at")} AS started_at, {_ts("ended_at")} AS ended_at, latency_ms,
+    usage.input_tokens AS input_tokens, usage.output_tokens AS output_tokens,
+    usage.reasoning_tokens AS reasoning_tokens, metadata
+FROM stage
+WHERE rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+"""
+
 _STAGE_GRADES = """
 CREATE OR REPLACE TEMP TABLE stage_grades AS
 WITH latest AS (
@@ -421,13 +440,32 @@ class CanonicalIngest:
     def stage(self, compression: str | None) -> int:
         """Read the file into a temp table. Returns the number of records."""
         columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in COLUMNS.items()) + "}"
+        # The record number is the staged row's rowid: with insertion order preserved (for this
+        # cursor only) the parallel reader stores records in file order, and this is about twice
+        # as fast as WITH ORDINALITY, which serializes the read.
         try:
+            self.con.execute("SET SESSION preserve_insertion_order = true")
             self.con.execute(
-                "CREATE OR REPLACE TEMP TABLE stage AS"
-                f" SELECT * RENAME (ordinality AS rec_no) FROM read_json(?, columns = {columns},"
-                " format = 'newline_delimited', compression = ?, maximum_object_size = ?)"
-                " WITH ORDINALITY",
+                "CREATE OR REPLACE TEMP TABLE stage_raw AS"
+                f" SELECT * FROM read_json(?, columns = {columns},"
+                " format = 'newline_delimited', compression = ?, maximum_object_size = ?)",
                 [str(self.path), compression or "uncompressed", max_line_bytes()],
+            )
+            # Inside a transaction the rowids of new rows start at a large offset.
+            first, last, count = _rowid_span(self.con)
+            if count and last - first + 1 != count:  # not one contiguous run: number explicitly
+                self.con.execute(
+                    "CREATE OR REPLACE TEMP TABLE stage_raw AS"
+                    f" SELECT * EXCLUDE (ordinality) FROM read_json(?, columns = {columns},"
+                    " format = 'newline_delimited', compression = ?, maximum_object_size = ?)"
+                    " WITH ORDINALITY ORDER BY ordinality",
+                    [str(self.path), compression or "uncompressed", max_line_bytes()],
+                )
+                first = _rowid_span(self.con)[0]
+            self.con.execute("RESET SESSION preserve_insertion_order")
+            self.con.execute(
+                "CREATE OR REPLACE TEMP VIEW stage AS"
+                f" SELECT *, rowid - {first} + 1 AS rec_no FROM stage_raw"
             )
         except duckdb.Error as exc:
             exact = first_problem(self.path, self.display_name)
@@ -440,7 +478,9 @@ class CanonicalIngest:
         splits = ", ".join(f"'{s}'" for s in SPLITS)
         statuses = ", ".join(f"'{s}'" for s in STATUSES)
         bad_content = (
-            "(x.type = 'message' AND json_type(x.content) NOT IN ('VARCHAR', 'ARRAY', 'NULL'))"
+            # json_type, without parsing: the reader writes JSON values minified
+            "(x.type = 'message' AND x.content IS NOT NULL AND NOT (starts_with(x.content, '\"')"
+            " OR starts_with(x.content, '[') OR x.content = 'null'))"
         )
         bad_item_content = bad_content.replace("x.", "item.")
         row = _first(
@@ -508,17 +548,6 @@ class CanonicalIngest:
             raise self._fail(1, "grades", _clean_duckdb_message(exc)) from exc
         if _count(con, "SELECT count(*) FROM stage_grades WHERE malformed"):
             raise self._fail(1, "grades", "are not valid")
-        unknown = con.execute(
-            f"""
-            SELECT type, count(*) FROM (
-                SELECT unnest(list_filter(items, x -> NOT {_is_known("x")})).type AS type FROM stage
-                UNION ALL
-                SELECT item.type FROM stage WHERE item IS NOT NULL AND NOT {_is_known("item")})
-            GROUP BY ALL ORDER BY 2 DESC
-            """
-        ).fetchall()
-        for item_type, count in unknown:
-            result.warnings.append(f"{count} items of unknown type {item_type!r} were skipped")
         con.execute(
             """
             CREATE OR REPLACE TEMP TABLE affected AS
@@ -530,7 +559,8 @@ class CanonicalIngest:
             con, "SELECT count(*) FROM affected JOIN rollouts r USING (run_id, rollout_id)"
         )
         event_lines = _count(con, "SELECT count(*) FROM stage WHERE item IS NOT NULL")
-        if event_lines == 0 and touches_stored == 0:
+        fast = event_lines == 0 and touches_stored == 0
+        if fast:
             result.events_added = _count_changes(
                 con.execute(_INSERT_EVENTS_FROM_LINES, {"import_id": import_id})
             )
@@ -543,12 +573,35 @@ class CanonicalIngest:
                     scope="(run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
                 )
             )
-        result.duplicates_skipped = duplicates
-        con.execute(_STAGE_FIELDS)
-        con.execute(
-            "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
-            " (SELECT run_id, rollout_id, grader FROM stage_grades)"
+        # Every item of a clean fast-path file became an event: then no item had an unknown type.
+        all_items_stored = (
+            fast
+            and duplicates == 0
+            and _count(con, "SELECT sum(len(items)) FROM stage") == result.events_added
         )
+        unknown = (
+            []
+            if all_items_stored
+            else con.execute(
+                f"""
+            SELECT type, count(*) FROM (
+                SELECT unnest(list_filter(items, x -> NOT {_is_known("x")})).type AS type FROM stage
+                UNION ALL
+                SELECT item.type FROM stage WHERE item IS NOT NULL AND NOT {_is_known("item")})
+            GROUP BY ALL ORDER BY 2 DESC
+            """
+            ).fetchall()
+        )
+        for item_type, count in unknown:
+            result.warnings.append(f"{count} items of unknown type {item_type!r} were skipped")
+        result.duplicates_skipped = duplicates
+        # On the fast path each rollout has exactly one line: its fields need no aggregation.
+        con.execute(_STAGE_FIELDS_ONE_LINE if fast else _STAGE_FIELDS)
+        if touches_stored:
+            con.execute(
+                "DELETE FROM grades WHERE (run_id, rollout_id, grader) IN"
+                " (SELECT run_id, rollout_id, grader FROM stage_grades)"
+            )
         con.execute("INSERT INTO grades BY NAME SELECT * EXCLUDE (malformed) FROM stage_grades")
         con.execute(_MERGE_ROLLOUTS, {"import_id": import_id})
         counts = _first(
@@ -652,8 +705,9 @@ class CanonicalIngest:
 
     @staticmethod
     def cleanup(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("DROP VIEW IF EXISTS temp.stage")
         for table in (
-            "stage",
+            "stage_raw",
             "duplicate_lines",
             "stage_items",
             "stage_grades",
@@ -667,6 +721,13 @@ class CanonicalIngest:
             "stage_runs",
         ):
             con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+def _rowid_span(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+    row = con.execute(
+        "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1), count(*) FROM stage_raw"
+    ).fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, -1, 0)
 
 
 def _clean_duckdb_message(exc: duckdb.Error) -> str:
