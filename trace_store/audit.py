@@ -795,20 +795,21 @@ def flagged_rollouts(
         WITH flagged AS (
             SELECT f.run_id, f.rollout_id, f.detector, f.severity, f.reason,
                    CAST(f.evidence AS INTEGER[]) AS evidence,
-                   r.step, r.prompt_id, r.reward, r.n_tool_calls, r.status
+                   r.step, r.prompt_id, r.split, r.reward, r.n_tool_calls, r.status
             FROM flags f JOIN rollouts r USING (run_id, rollout_id)
             WHERE f.run_id = $run
               AND ($detector IS NULL OR f.detector = $detector)
               AND ($severity IS NULL OR f.severity = $severity)
         ), clean AS (
-            SELECT r.rollout_id, r.prompt_id, r.step, r.reward FROM rollouts r
+            SELECT r.rollout_id, r.prompt_id, r.step, r.split, r.reward FROM rollouts r
             WHERE r.run_id = $run AND r.prompt_id IN (SELECT prompt_id FROM flagged)
               AND NOT EXISTS (SELECT 1 FROM flags f
                               WHERE f.run_id = r.run_id AND f.rollout_id = r.rollout_id)
         )
         SELECT f.*,
                (SELECT c.rollout_id FROM clean c WHERE c.prompt_id = f.prompt_id
-                ORDER BY abs(c.step - f.step), c.reward DESC NULLS LAST, c.rollout_id
+                ORDER BY c.split <> f.split, abs(c.step - f.step), c.reward DESC NULLS LAST,
+                         c.rollout_id
                 LIMIT 1) AS clean_rollout_id
         FROM flagged f
         ORDER BY CASE f.severity WHEN 'high' THEN 0 WHEN 'medium' THEN 1 ELSE 2 END,
