@@ -195,8 +195,11 @@ def render_turn(
     turn: Turn,
     src: Source,
     verdicts: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    *,
+    side_by_side: bool = True,
 ) -> None:
-    """One turn in a bordered box; parallel calls of the turn shown side by side."""
+    """One turn in a bordered box; parallel calls of the turn shown together (side by side,
+    unless the turn is itself in a narrow column)."""
     verdicts = verdicts or {}
     label = "Prompt" if turn.number == 0 else f"Turn {turn.number}"
     if turn.parallel:
@@ -210,7 +213,8 @@ def render_turn(
         for item in thoughts:
             render_item(item, src)
         if turn.calls:
-            columns = st.columns(min(len(turn.calls), 3)) if turn.parallel else [st.container()]
+            wide = turn.parallel and side_by_side
+            columns = st.columns(min(len(turn.calls), 3)) if wide else [st.container()]
             for i, (call, result) in enumerate(turn.calls):
                 with columns[i % len(columns)]:
                     render_call(call, result, src, verdicts.get(f"call:{call.get('call_id')}", ()))
@@ -531,11 +535,12 @@ def render_compare_headers(
                     f"prompt {h.get('prompt_id') or '—'} · sample {h.get('sample_index')}"
                 )
             )
-            m = st.columns(4)
+            # Two by two: four metrics in a narrow column cut their values.
+            m = st.columns(2 if len(headers) > 1 else 4)
             m[0].metric("Reward", _number(h.get("reward"), "{:.3f}"))
-            m[1].metric("Calls", f"{int(h.get('n_tool_calls') or 0)}")
-            m[2].metric("Turns", f"{int(h.get('n_turns') or 0)}")
-            m[3].metric("Status", str(h.get("status")))
+            m[1 % len(m)].metric("Calls", f"{int(h.get('n_tool_calls') or 0)}")
+            m[2 % len(m)].metric("Turns", f"{int(h.get('n_turns') or 0)}")
+            m[3 % len(m)].metric("Status", str(h.get("status")))
             hack = (h.get("metadata") or {}).get("planted_hack")
             if hack:
                 st.warning(
@@ -583,4 +588,4 @@ def render_aligned(
                 if turn is None:
                     st.caption(f"(no turn {number})")
                 else:
-                    render_turn(turn, src)
+                    render_turn(turn, src, side_by_side=len(per_rollout) == 1)
