@@ -592,13 +592,14 @@ def judge_targets(store: Store, run_id: str, which: str, limit: int = 50) -> lis
     df = store.query_df(
         """
         WITH flagged AS (
-            SELECT DISTINCT f.rollout_id, r.prompt_id, r.step FROM flags f
+            SELECT DISTINCT f.rollout_id, r.prompt_id, r.step, r.split FROM flags f
             JOIN rollouts r USING (run_id, rollout_id) WHERE f.run_id = $run
         ), clean AS (
             SELECT (SELECT c.rollout_id FROM rollouts c
                     WHERE c.run_id = $run AND c.prompt_id = f.prompt_id
                       AND c.rollout_id NOT IN (SELECT rollout_id FROM flagged)
-                    ORDER BY abs(c.step - f.step), c.rollout_id LIMIT 1) AS rollout_id,
+                    ORDER BY c.split <> f.split, abs(c.step - f.step), c.rollout_id
+                    LIMIT 1) AS rollout_id,
                    f.rollout_id AS pair
             FROM flagged f
         ), best AS (SELECT max(reward) AS m FROM rollouts WHERE run_id = $run)

@@ -58,7 +58,7 @@ def _links(df: pd.DataFrame, run_id: str, clean_column: str | None = None) -> pd
 
 def _seqs(value: Any) -> str:
     """Event numbers as text ("3, 5"); "" for none."""
-    if value is None or isinstance(value, float | str):
+    if value is None or isinstance(value, str) or not hasattr(value, "__iter__"):
         return ""
     return ", ".join(str(int(x)) for x in value)
 
@@ -479,13 +479,18 @@ def _verdict_views(run_id: str, model: str) -> None:
                 "reward",
                 "verdict",
                 "confidence",
-                "rationale",
-                "cited_events",
-                "error",
                 "replay",
+                "error",
+                "cited_events",
+                "rationale",
             ]
         ],
-        column_config={**LINK_COLUMNS, "rollout_id": st.column_config.TextColumn("Rollout")},
+        column_config={
+            **LINK_COLUMNS,
+            "rollout_id": st.column_config.TextColumn("Rollout"),
+            "cited_events": st.column_config.TextColumn("Events"),
+            "rationale": st.column_config.TextColumn("Rationale", width="large"),
+        },
         hide_index=True,
         width="stretch",
     )
