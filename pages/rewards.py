@@ -54,7 +54,9 @@ else:
     )
 
 st.subheader("Grader components")
-grader = filters_ui.grader_control(q(dashboards.graders)(view.run_ids))
+grader_col, _ = st.columns([1, 2])
+with grader_col:
+    grader = filters_ui.grader_control(q(dashboards.graders)(view.run_ids))
 grades = q(dashboards.grader_by_step)(view.run_ids, grader=grader, **view.query)
 if grades.empty:
     st.caption("These rollouts carry no per-grader scores.")

@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 
 PALETTE = qualitative.Plotly
 TOOL_PALETTE = qualitative.Set2 + qualitative.Pastel1
-HEIGHT = 340
+HEIGHT = 420
 
 
 def _label(text: object) -> str:
@@ -39,8 +39,8 @@ def _layout(fig: go.Figure, title: str, *, x: str = "step", y: str = "", **kw: o
     fig.update_layout(
         title={"text": title, "font": {"size": 15}},
         height=HEIGHT,
-        margin={"l": 10, "r": 10, "t": 48, "b": 10},
-        legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 1, "xanchor": "right"},
+        margin={"l": 10, "r": 10, "t": 40, "b": 10},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.2 if x else -0.1, "x": 0},
         hovermode="closest",
         **kw,
     )
@@ -51,6 +51,18 @@ def _layout(fig: go.Figure, title: str, *, x: str = "step", y: str = "", **kw: o
 
 def _runs(frame: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(frame["run_id"])) if "run_id" in frame else []
+
+
+def _series(frame: pd.DataFrame, names: Mapping[str, str], run_id: str, what: str) -> str:
+    """A trace's legend entry: `what`, after the run's name when several runs are shown."""
+    if len(_runs(frame)) <= 1:
+        return what
+    return f"{_label(names.get(run_id, run_id))} {what}"
+
+
+def _mode(rows: pd.DataFrame) -> str:
+    """Lines, with markers where a run has a single step (a line of one point is invisible)."""
+    return "lines+markers" if len(rows) <= 1 else "lines"
 
 
 def ema(values: pd.Series, weight: float) -> pd.Series:
@@ -167,7 +179,9 @@ def grader_curves(
             if rows.empty:
                 continue
             color = run_color(run_id, order) if single else PALETTE[(g_index + 3) % len(PALETTE)]
-            label = f"{_label(grader)} · {_label(names.get(run_id, run_id))}"
+            label = _label(grader)
+            if len(_runs(frame)) > 1:
+                label += f" · {_label(names.get(run_id, run_id))}"
             if single:
                 fig.add_trace(
                     go.Scatter(
@@ -186,7 +200,7 @@ def grader_curves(
                 go.Scatter(
                     x=rows["step"],
                     y=ema(rows["mean"], smoothing),
-                    mode="lines",
+                    mode=_mode(rows),
                     line={"color": color, "dash": dashes[run_index % len(dashes)], "width": 2},
                     name=label,
                     customdata=rows[["weight", "contribution"]].to_numpy(),
@@ -207,16 +221,15 @@ def reward_shares(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         for column, label, dash in (("zero_share", "zero", "dot"), ("full_share", "full", "solid")):
             fig.add_trace(
                 go.Scatter(
                     x=rows["step"],
                     y=rows[column],
-                    mode="lines",
+                    mode=_mode(rows),
                     line={"color": color, "dash": dash, "width": 2},
-                    name=f"{name} at {label} reward",
+                    name=_series(frame, names, run_id, f"at {label} reward"),
                     hovertemplate=f"step %{{x}}<br>{label} reward %{{y:.1%}}<extra></extra>",
                 )
             )
@@ -232,14 +245,13 @@ def prompt_spread(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         fig.add_trace(
             go.Bar(
                 x=rows["step"],
                 y=rows["prompts_same"],
                 marker={"color": _fade(color, 0.55)},
-                name=f"{name}: prompts, all samples equal",
+                name=_series(frame, names, run_id, "prompts whose samples all scored the same"),
                 customdata=rows[["prompts", "same_share"]].to_numpy(),
                 hovertemplate=(
                     "step %{x}<br>%{y} of %{customdata[0]} prompts (%{customdata[1]:.0%}) have "
@@ -252,16 +264,18 @@ def prompt_spread(
             go.Scatter(
                 x=rows["step"],
                 y=rows["mean_spread"],
-                mode="lines",
+                mode=_mode(rows),
                 line={"color": color, "width": 2},
-                name=f"{name}: mean reward spread",
+                name=_series(frame, names, run_id, "mean reward spread"),
                 hovertemplate="step %{x}<br>mean max−min per prompt %{y:.3f}<extra></extra>",
             ),
             secondary_y=True,
         )
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(title_text="prompts with no spread", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="mean spread (max − min)", secondary_y=True, rangemode="tozero")
+    fig.update_yaxes(
+        title_text="mean spread (max − min)", secondary_y=True, rangemode="tozero", tickformat=".2f"
+    )
     return _layout(fig, "Per-prompt reward spread")
 
 
@@ -308,7 +322,6 @@ def calls_quantiles(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         for column, label, dash in (
             ("calls_p50", "p50", "solid"),
@@ -320,9 +333,9 @@ def calls_quantiles(
                 go.Scatter(
                     x=rows["step"],
                     y=rows[column],
-                    mode="lines",
+                    mode=_mode(rows),
                     line={"color": color, "dash": dash, "width": 1.5 if label != "p50" else 2.5},
-                    name=f"{name} {label}",
+                    name=_series(frame, names, run_id, label),
                     hovertemplate=f"step %{{x}}<br>{label} %{{y:.1f}} calls<extra></extra>",
                 )
             )
@@ -338,15 +351,14 @@ def turns_and_parallel(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         fig.add_trace(
             go.Scatter(
                 x=rows["step"],
                 y=rows["turns_mean"],
-                mode="lines",
+                mode=_mode(rows),
                 line={"color": color, "width": 2.5},
-                name=f"{name} turns per rollout",
+                name=_series(frame, names, run_id, "turns per rollout"),
                 hovertemplate="step %{x}<br>%{y:.2f} turns per rollout<extra></extra>",
             ),
             secondary_y=False,
@@ -355,9 +367,9 @@ def turns_and_parallel(
             go.Scatter(
                 x=rows["step"],
                 y=rows["parallel_share"],
-                mode="lines",
+                mode=_mode(rows),
                 line={"color": color, "width": 1.5, "dash": "dot"},
-                name=f"{name} calls in parallel",
+                name=_series(frame, names, run_id, "calls in parallel"),
                 hovertemplate="step %{x}<br>%{y:.1%} of calls made in parallel<extra></extra>",
             ),
             secondary_y=True,
@@ -423,6 +435,17 @@ def tool_share(frame: pd.DataFrame, names: Mapping[str, str], run_id: str) -> go
     fig = go.Figure()
     for n, tool in enumerate(sorted(rows["tool_name"].unique())):
         part = rows[rows["tool_name"] == tool].sort_values("step")
+        if rows["step"].nunique() <= 1:  # one step: an area of one point is invisible
+            fig.add_trace(
+                go.Bar(
+                    x=part["step"],
+                    y=part["share"],
+                    name=_label(tool),
+                    marker={"color": TOOL_PALETTE[n % len(TOOL_PALETTE)]},
+                    hovertemplate=f"{_label(tool)}<br>%{{y:.1%}} of calls<extra></extra>",
+                )
+            )
+            continue
         fig.add_trace(
             go.Scatter(
                 x=part["step"],
@@ -453,7 +476,7 @@ def budget_over(
             go.Scatter(
                 x=rows["step"],
                 y=rows["over_share"],
-                mode="lines",
+                mode=_mode(rows),
                 line={"color": run_color(run_id, order), "width": 2},
                 name=_label(names.get(run_id, run_id)),
                 customdata=rows[["over", "rollouts"]].to_numpy(),
@@ -534,7 +557,6 @@ def latency_quantiles(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         for column, dash in (
             ("p50", "solid"),
@@ -546,9 +568,9 @@ def latency_quantiles(
                 go.Scatter(
                     x=rows["step"],
                     y=_seconds(rows[column]),
-                    mode="lines",
+                    mode=_mode(rows),
                     line={"color": color, "dash": dash, "width": 2.5 if column == "p50" else 1.5},
-                    name=f"{name} {column}",
+                    name=_series(frame, names, run_id, column),
                     hovertemplate=f"step %{{x}}<br>{column} %{{y:.1f}} s<extra></extra>",
                 )
             )
@@ -579,8 +601,8 @@ def latency_ccdf(
                 hovertemplate="%{y:.2%} of rollouts took ≥ %{x:.1f} s<extra></extra>",
             )
         )
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log", tickformat=".1%")
+    fig.update_xaxes(type="log", dtick=1)
+    fig.update_yaxes(type="log", tickformat=".1%", dtick=1)
     return _layout(fig, "Latency tail (complementary CDF)", x="rollout latency, seconds (log)",
                    y="share at least this slow (log)")  # fmt: skip
 
@@ -621,7 +643,7 @@ def tool_latency(
                 )
             )  # fmt: skip
     fig.update_layout(barmode="group", scattermode="group")
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", dtick=1)
     return _layout(fig, "Tool-call latency per tool", x="tool", y="seconds (log)")
 
 
@@ -633,7 +655,6 @@ def tokens_over_steps(
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
         rows = frame[frame["run_id"] == run_id].sort_values("step")
-        name = _label(names.get(run_id, run_id))
         color = run_color(run_id, order)
         for column, label, dash, width in (
             ("output_p50", "output p50", "solid", 2.5),
@@ -647,9 +668,9 @@ def tokens_over_steps(
                 go.Scatter(
                     x=rows["step"],
                     y=rows[column],
-                    mode="lines",
+                    mode=_mode(rows),
                     line={"color": color, "dash": dash, "width": width},
-                    name=f"{name} {label}",
+                    name=_series(frame, names, run_id, label),
                     hovertemplate=f"step %{{x}}<br>{label} %{{y:,.0f}} tokens<extra></extra>",
                 )
             )
@@ -669,7 +690,7 @@ def tokens_per_reward(
             go.Scatter(
                 x=rows["step"],
                 y=rows["tokens_per_reward"],
-                mode="lines",
+                mode=_mode(rows),
                 line={"color": run_color(run_id, order), "width": 2},
                 name=_label(names.get(run_id, run_id)),
                 hovertemplate="step %{x}<br>%{y:,.0f} output tokens per unit of reward<extra></extra>",

@@ -30,6 +30,10 @@ def _table(rows: pd.DataFrame, view: Filters, columns: dict[str, Any]) -> None:
         "latency_ms": st.column_config.NumberColumn("Latency (s)", format="%.1f"),
         "n_tool_calls": st.column_config.NumberColumn("Tool calls"),
         "n_turns": st.column_config.NumberColumn("Turns"),
+        "step": st.column_config.NumberColumn("Step"),
+        "split": st.column_config.TextColumn("Split"),
+        "prompt_id": st.column_config.TextColumn("Prompt"),
+        "status": st.column_config.TextColumn("Status"),
         **columns,
     }
     if "latency_ms" in table:
@@ -41,7 +45,7 @@ def step_rollouts_table(view: Filters, step: int, rows: pd.DataFrame) -> None:
     """The rollouts of the selected step, best reward first."""
     head, clear = st.columns([5, 1], vertical_alignment="bottom")
     head.subheader(f"Step {step}: {len(rows):,} rollouts, best reward first")
-    if clear.button("Clear the step", icon=":material/close:", key="rewards.clear_step"):
+    if clear.button("Clear", icon=":material/close:", key="rewards.clear_step"):
         view_state.write_param("step", None)
         st.rerun()
     if len(view.run_ids) == 1 and any(s.url_path == "rollouts" for s in navigation.registered()):
@@ -62,4 +66,4 @@ def step_rollouts_table(view: Filters, step: int, rows: pd.DataFrame) -> None:
 
 
 def slowest_table(view: Filters, rows: pd.DataFrame) -> None:
-    _table(rows, view, {"step": st.column_config.NumberColumn("Step")})
+    _table(rows, view, {})
