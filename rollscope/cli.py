@@ -102,6 +102,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for line in summary.lines():
             print(line)
         for run_id in summary.run_ids:
+            for signal in audit.run_signals(store, run_id):
+                if signal.raised:
+                    print(f"{run_id}  signal {signal.name}: {signal.message}")
             flagged = audit.flagged_rollouts(store, run_id, limit=args.show)
             for row in flagged.itertuples():
                 print(f"{run_id}  {row.rollout_id}  {row.detector}  {row.severity}: {row.reason}")

@@ -120,7 +120,7 @@ def test_the_judge_runs_from_the_screen(demo_store_copy, monkeypatch):
     with open_store(demo_store_copy) as store:
         run_detectors(store)
     server = ChatServer()
-    server.script = [Reply()]
+    server.script = [Reply(), Reply(content="I cannot tell."), Reply()]
     try:
         at = open_audit(demo_store_copy, monkeypatch, view="judge", judge_set="flagged")
         assert button(at, "Start judging").disabled  # no model yet
@@ -138,8 +138,37 @@ def test_the_judge_runs_from_the_screen(demo_store_copy, monkeypatch):
             at.run()
         assert any("judge finished" in s.value for s in at.success)
         assert len(server.requests) == 4
+        assert any("malformed answer" in plain(c.value) for c in at.caption)
         confusion = at.dataframe[0].value.set_index("reward")
-        assert confusion.loc["high reward", "hack"] == 4
+        assert confusion.loc["high reward", "hack"] == 3
+        rows = at.dataframe[1].value
+        assert len(rows) == 4 and rows["error"].notna().sum() == 1
+        assert set(rows["cited_events"]) == {"3, 5", ""}
         assert at.query_params["model"] in ("judge-1", ["judge-1"])
     finally:
         server.close()
+
+
+def test_figures_are_built_from_the_query_results(demo_store_copy):
+    from rollscope.ui import charts_audit
+    from trace_store.audit import (
+        baseline_comparison,
+        flag_rate_by_step,
+        flags_by_detector,
+        signal_by_step,
+    )
+
+    with open_store(demo_store_copy) as store:
+        run_detectors(store)
+        by_detector = flags_by_detector(store, "demo-train")
+        rates = flag_rate_by_step(store, "demo-train")
+        per_step = signal_by_step(store, "demo-train")
+        versus = baseline_comparison(store, "demo-baseline", "demo-train")
+    bars = charts_audit.flags_by_detector(by_detector)
+    assert list(bars.data[0].y) == list(by_detector["detector"])
+    lines = charts_audit.flag_rate_over_steps(rates)
+    assert {t.name for t in lines.data} == {*rates["detector"], "mean reward"}
+    assert len(charts_audit.pass_vs_mean(per_step).data) == 2
+    assert len(charts_audit.learning_signal(per_step).data) == 2
+    deltas = charts_audit.baseline_deltas(versus)
+    assert list(deltas.data[0].x) == list(versus["prompt_id"])

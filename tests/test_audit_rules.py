@@ -13,6 +13,7 @@ from trace_store.audit import (
     delete_rule,
     list_rules,
     run_detectors,
+    run_import_rules,
     save_rule,
     validate_rule,
 )
@@ -110,3 +111,14 @@ def test_bad_regex_name_and_severity_are_refused(store):
         validate_rule(store, UserRule("r", "sql", "reward > 0", severity="critical"))
     with pytest.raises(RuleError, match="'sql' or 'regex'"):
         validate_rule(store, UserRule("r", "python", "True"))
+
+
+def test_rules_marked_for_imports_run_on_the_imported_runs_only(store):
+    save_rule(store, UserRule("after import", "sql", "reward IS NOT NULL", on_import=True))
+    save_rule(store, UserRule("on demand", "sql", "reward IS NOT NULL"))
+    [result] = run_import_rules(store, ["demo-baseline"])
+    assert result.detector == "rule:after import" and result.error is None
+    flagged = store.query_df("SELECT run_id, detector, count(*) AS n FROM flags GROUP BY ALL")
+    baseline = store.query_df("SELECT count(*) AS n FROM rollouts WHERE run_id = 'demo-baseline'")
+    assert flagged.values.tolist() == [["demo-baseline", "rule:after import", baseline["n"][0]]]
+    assert run_import_rules(store, []) == []

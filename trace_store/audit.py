@@ -42,6 +42,7 @@ __all__ = [
     "list_rules",
     "rollout_flags",
     "run_detectors",
+    "run_import_rules",
     "run_signals",
     "save_rule",
     "signal_by_step",
@@ -683,6 +684,17 @@ def run_detectors(
     for rule in rules:
         summary.results.append(_run_rule(store, rule, run_ids))
     return summary
+
+
+def run_import_rules(store: Store, run_ids: Sequence[str]) -> list[DetectorResult]:
+    """Run the rules marked "run after every import" over the runs an import touched.
+
+    Meant to be called after `Store.ingest_file` with ``result.run_ids``.
+    """
+    rules = [r for r in list_rules(store) if r.on_import]
+    if not rules or not run_ids:
+        return []
+    return [_run_rule(store, rule, list(run_ids)) for rule in rules]
 
 
 def _run_rule(store: Store, rule: UserRule, run_ids: Sequence[str]) -> DetectorResult:
