@@ -1,4 +1,4 @@
-"""Runs: the runs in the store, a link per screen for each, and importing trace files."""
+"""Runs: the runs in the store (select some to open them in another screen), and importing."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rollscope.ui import (
     store_access,
     view_state,
 )
-from rollscope.ui.runs_table import runs_table
+from rollscope.ui.runs_table import run_links, runs_table
 
 st.title("Runs")
 store = store_access.get_store()
@@ -21,12 +21,11 @@ runs = store_access.list_runs()
 if runs.empty:
     import_panel.demo_offer(store)
 else:
-    table, columns = runs_table(
-        runs,
-        [v for v in navigation.registered() if v.run_param],
-        lambda view, run_id: view_state.page_url(view.url_path, [(view.run_param or "", run_id)]),
+    table, columns = runs_table(runs)
+    chosen = view_state.table_selection(
+        "runs", table, list(table["run id"]), column_config=columns, hide_index=True
     )
-    st.dataframe(table, column_config=columns, hide_index=True, width="stretch")
+    run_links(navigation.registered(), chosen)
 
 st.subheader("Import trace files")
 import_panel.last_results()

@@ -25,8 +25,9 @@ class PageSpec:
     title: str
     script: str
     icon: str | None = None
-    #: query parameter this screen reads a run from (``runs`` -> ``/rewards?runs=ID``),
-    #: or None if a run's row on the Runs screen should not link here.
+    #: query parameter this screen reads runs from: ``runs`` (several, repeated:
+    #: ``/rewards?runs=A&runs=B``) or ``run`` (exactly one: ``/rollouts?run=A``); None if the
+    #: Runs screen should not offer to open runs here.
     run_param: str | None = None
     default: bool = False
 
@@ -68,8 +69,3 @@ def current_url_path() -> str:
     """The url_path of the screen being run ("" for the default screen)."""
     value = st.session_state.get(_CURRENT, "")
     return value if isinstance(value, str) else ""
-
-
-def run_views(run_id: str) -> list[tuple[PageSpec, list[tuple[str, object]]]]:
-    """The screens a run's row links to, each with the query that opens it on that run."""
-    return [(s, [(s.run_param, run_id)]) for s in _registered if s.run_param]

@@ -1,16 +1,14 @@
-"""The Runs screen's table: one row a run, with a link per screen that can show it."""
+"""The Runs screen's table: one row a run; the selected runs open in the other screens."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 import streamlit as st
 
 from rollscope.ui.navigation import PageSpec
-
-LinkFor = Callable[[PageSpec, str], str]
 
 
 def _steps(row: pd.Series) -> str:
@@ -23,11 +21,8 @@ def _steps(row: pd.Series) -> str:
     return f"{int(lo)}–{int(hi)}{count}"
 
 
-def runs_table(
-    runs: pd.DataFrame, views: Sequence[PageSpec], link_for: LinkFor
-) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The frame and ``column_config`` for ``st.dataframe``: run facts, then one link column
-    per screen in `views` (its URL from ``link_for(view, run_id)``)."""
+def runs_table(runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The frame and ``column_config`` for ``st.dataframe``: one row a run, in `runs` order."""
     table = pd.DataFrame(
         {
             "name": runs["name"].fillna(runs["run_id"]).astype(str),
@@ -48,8 +43,34 @@ def runs_table(
         "last import": st.column_config.DatetimeColumn("Last import", format="YYYY-MM-DD HH:mm"),
         "run id": st.column_config.TextColumn("Run id"),
     }
-    for view in views:
-        column = f"view:{view.url_path}"
-        table[column] = [link_for(view, run_id) for run_id in runs["run_id"].astype(str)]
-        config[column] = st.column_config.LinkColumn(view.title, display_text=f"{view.title} ↗")
     return table, config
+
+
+def run_links(views: Sequence[PageSpec], chosen: Sequence[str]) -> None:
+    """A link per screen that opens the chosen runs there (same tab, parameters in its URL).
+
+    A screen that reads several runs (``runs``) gets all of them, overlaid; one that reads a
+    single run (``run``) needs exactly one chosen.
+    """
+    if not chosen:
+        st.caption(
+            "Select runs in the table to open them in another screen; select several to "
+            "compare them."
+        )
+    with st.container(horizontal=True, gap="small"):
+        for view in views:
+            if not view.run_param:
+                continue
+            several = view.run_param == "runs"
+            usable = bool(chosen) and (several or len(chosen) == 1)
+            params: dict[str, str | list[str]] = (
+                {view.run_param: list(chosen) if several else chosen[0]} if usable else {}
+            )
+            st.page_link(
+                view.script,
+                label=view.title,
+                icon=view.icon,
+                query_params=params or None,
+                disabled=not usable,
+                help=None if usable else ("Select one run" if not several else "Select runs"),
+            )

@@ -382,6 +382,41 @@ def toggle(label: str, key: str, default: bool, **kwargs: Any) -> bool:
     )
 
 
+def table_selection(key: str, data: Any, ids: Sequence[str], **kwargs: Any) -> list[str]:
+    """``st.dataframe`` whose selected rows (row ``i`` is ``ids[i]``) live in ``?key=ID&key=ID``.
+
+    The URL's ids are selected when the table first appears (unknown ids warn); the user's
+    selection is written back. Returns the selected ids, in table order.
+    """
+    widget_key = f"w.{navigation.current_url_path()}.{key}"
+    marker = f"{widget_key}#url"
+    raw = raw_values(key)
+    state = st.session_state
+    if raw:
+        start = read_choices(key, ids, [])
+    elif isinstance(state.get(_SHARED + key), list):
+        start = [i for i in state[_SHARED + key] if i in ids]
+    else:
+        start = []
+    if state.get(marker) != raw and widget_key in state:
+        del state[widget_key]  # the URL changed under us: it wins over the old selection
+    index = {run_id: i for i, run_id in enumerate(ids)}
+    event = st.dataframe(
+        data,
+        key=widget_key,
+        on_select="rerun",
+        selection_mode="multi-row",
+        selection_default={"selection": {"rows": [index[i] for i in start]}},
+        **kwargs,
+    )
+    rows = sorted(r for r in event.selection.rows if 0 <= r < len(ids))
+    chosen = [ids[r] for r in rows]
+    state[_SHARED + key] = chosen
+    write_param(key, chosen)
+    state[marker] = raw_values(key)
+    return chosen
+
+
 # --- links -----------------------------------------------------------------------------------
 
 
