@@ -31,6 +31,11 @@ def open_app(db: Path, monkeypatch: pytest.MonkeyPatch, app: Path = ROOT / "app.
     return at
 
 
+def uploader(at: AppTest):
+    [found] = [u for u in at.file_uploader if u.label == "Trace files"]
+    return found
+
+
 def button(at: AppTest, label: str):
     [found] = [b for b in at.button if b.label == label]
     return found
@@ -80,7 +85,7 @@ def test_loading_the_demo_fills_the_runs_table(store_path, monkeypatch):
 def test_upload_of_a_good_and_a_bad_file_reports_each(store_path, monkeypatch):
     at = open_app(store_path, monkeypatch)
 
-    at.file_uploader[0].set_value([upload(GOOD), upload(BAD)]).run()
+    uploader(at).set_value([upload(GOOD), upload(BAD)]).run()
     # Each file is listed with its detected format before anything is imported.
     assert texts(at.text)[0::2] == ["two_rollouts.jsonl", "bad_reward.jsonl"]
     assert [s.value for s in at.selectbox] == ["canonical", "canonical"]
@@ -101,13 +106,13 @@ def test_upload_of_a_good_and_a_bad_file_reports_each(store_path, monkeypatch):
     assert list(table["rollouts"]) == [2]
     assert list(table["steps"]) == ["0–1 (2 steps)"]
     # The uploader was emptied so the files are not imported twice by accident.
-    assert not at.file_uploader[0].value
+    assert not uploader(at).value
 
 
 def test_uploading_the_same_file_again_says_nothing_changed(store_path, monkeypatch):
     at = open_app(store_path, monkeypatch)
     for _ in range(2):
-        at.file_uploader[0].set_value([upload(GOOD)]).run()
+        uploader(at).set_value([upload(GOOD)]).run()
         button(at, "Import 1 file").click().run()
 
     assert "already imported; nothing changed" in texts(at.success)[0]
@@ -121,7 +126,7 @@ def test_an_unrecognised_file_asks_for_a_format_and_fails_clearly(
     odd.write_text('{"hello": "world"}\n')
     at = open_app(store_path, monkeypatch)
 
-    at.file_uploader[0].set_value([upload(odd)]).run()
+    uploader(at).set_value([upload(odd)]).run()
     assert at.selectbox[0].value is None
     button(at, "Import 1 file").click().run()
 
@@ -133,7 +138,7 @@ def test_an_unrecognised_file_asks_for_a_format_and_fails_clearly(
 
 def test_a_chosen_format_overrides_detection(store_path, monkeypatch):
     at = open_app(store_path, monkeypatch)
-    at.file_uploader[0].set_value([upload(GOOD)]).run()
+    uploader(at).set_value([upload(GOOD)]).run()
 
     at.selectbox[0].set_value("responses")
     button(at, "Import 1 file").click().run()
@@ -143,27 +148,66 @@ def test_a_chosen_format_overrides_detection(store_path, monkeypatch):
     assert "two_rollouts.jsonl (as responses)" in ok
 
 
-def test_runs_link_to_each_screen_that_exists(store_path, tmp_path, monkeypatch):
-    # A copy of the app with one later screen present: only that screen is registered and
-    # linked from a run's row; the others in the table of screens are skipped.
+def app_with_screens(tmp_path: Path, *screens: str) -> Path:
+    """A copy of the app where only `screens` (besides Runs) exist, each a stub page."""
     app_dir = tmp_path / "app"
     (app_dir / "pages").mkdir(parents=True)
     shutil.copy(ROOT / "app.py", app_dir / "app.py")
     shutil.copy(ROOT / "pages" / "runs.py", app_dir / "pages" / "runs.py")
-    (app_dir / "pages" / "rewards.py").write_text(
-        "import streamlit as st\nst.title('Rewards')\nst.text(st.query_params.get('runs', ''))\n"
-    )
+    for name in screens:
+        (app_dir / "pages" / f"{name}.py").write_text(
+            f"import streamlit as st\nst.title({name!r})\n"
+            "st.text(repr(st.query_params.to_dict()))\n"
+        )
+    return app_dir / "app.py"
+
+
+def links(at: AppTest) -> dict[str, tuple[bool, str]]:
+    """Page link label -> (enabled, query string)."""
+    return {p.value: (not p.proto.disabled, p.proto.query_string) for p in at.page_link}
+
+
+def test_selected_runs_open_in_each_screen_that_exists(store_path, tmp_path, monkeypatch):
+    # Only the screens whose script exists are registered and offered.
+    app = app_with_screens(tmp_path, "rewards", "rollouts")
     with open_store(store_path) as store:
         store.ingest_file(GOOD)
+        store.ingest_records(
+            [{"run_id": "second", "rollout_id": "x", "step": 0, "reward": 0.5}],
+            display_name="second.jsonl",
+        )
 
-    at = open_app(store_path, monkeypatch, app_dir / "app.py")
+    at = open_app(store_path, monkeypatch, app)
+    assert links(at) == {"Rewards": (False, ""), "Rollouts": (False, "")}
+    assert "Select runs in the table" in at.caption[0].value
 
-    table = at.dataframe[0].value
-    links = [c for c in table.columns if str(c).startswith("view:")]
-    assert links == ["view:rewards"]
-    assert list(table["view:rewards"]) == ["/rewards?runs=upload-run"]
+    at.query_params["runs"] = ["upload-run", "second"]
+    at.run()
+    # Rewards overlays several runs; the rollout list needs exactly one.
+    assert links(at) == {
+        "Rewards": (True, "runs=second&runs=upload-run"),  # in table order: newest first
+        "Rollouts": (False, ""),
+    }
+
+    at.query_params["runs"] = "second"
+    at.run()
+    assert links(at) == {"Rewards": (True, "runs=second"), "Rollouts": (True, "run=second")}
     at.switch_page("pages/rewards.py").run()
-    assert at.title[0].value == "Rewards"
+    assert at.title[0].value == "rewards"
+
+
+def test_a_stale_run_in_the_runs_link_warns(store_path, monkeypatch):
+    with open_store(store_path) as store:
+        store.ingest_file(GOOD)
+    monkeypatch.setenv("ROLLSCOPE_DB", str(store_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["runs"] = "deleted-run"
+    at.run()
+
+    assert not at.exception
+    [warning] = texts(at.warning)
+    assert "deleted-run" in warning and "not one of upload-run" in warning
+    assert at.query_params.get("runs") is None  # the URL now says what is shown: nothing selected
 
 
 def test_the_upload_limit_is_raised_for_streamlit_run_and_for_serve():

@@ -23,7 +23,8 @@ def test_uploading_a_canonical_file_adds_its_run_to_the_table(app_server, page, 
     page.get_by_role("button", name="Load the demo run").wait_for()
     screenshot(page, "runs-empty")
 
-    page.locator("[data-testid='stFileUploader'] input[type='file']").set_input_files(
+    trace_files = page.get_by_test_id("stFileUploader").filter(has_text="Trace files")
+    trace_files.locator("input[type='file']").set_input_files(
         [DATA / "two_rollouts.jsonl", DATA / "bad_reward.jsonl"]
     )
     page.get_by_role("button", name="Import 2 files").wait_for()
