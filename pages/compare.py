@@ -22,7 +22,6 @@ best_worst = store_access.cached_query(replay.best_worst_pair)
 step_refs = store_access.cached_query(replay.step_pair_refs)
 run_refs = store_access.cached_query(replay.run_pair_refs)
 deltas_of = store_access.cached_query(replay.prompt_deltas)
-divergence_of = store_access.cached_query(replay.first_divergence)
 
 TURNS_PER_PAGE = 20
 PRESETS = ("best-worst", "steps", "runs", "prompts")
@@ -172,7 +171,7 @@ try:
     headers = [header_of(r.run_id, r.rollout_id) for r in refs]
     grades = [grades_of(r.run_id, r.rollout_id) for r in refs]
     signatures = [signatures_of(r.run_id, r.rollout_id) for r in refs]
-    divergence = divergence_of(refs)
+    divergence = replay.divergence_of(signatures)
 except TraceStoreError as exc:
     render.show_error(exc)
     st.stop()

@@ -37,6 +37,7 @@ __all__ = [
     "answer_diff",
     "best_worst_pair",
     "count_rollouts",
+    "divergence_of",
     "ensure_search_index",
     "event_field",
     "export_rollout_json",
@@ -54,6 +55,7 @@ __all__ = [
     "rollout_events",
     "rollout_grades",
     "rollout_header",
+    "rollout_index",
     "rollout_neighbours",
     "run_pair_refs",
     "search_index_state",
@@ -593,12 +595,17 @@ def _signature_rows(store: Store, run_id: str, rollout_id: str) -> list[dict[str
     rollout_header(store, run_id, rollout_id)
     df = _query(
         store,
-        """SELECT turn, tool_name, arguments, duration_ms, kind,
-                  (SELECT e2.error FROM events e2 WHERE e2.run_id = e.run_id
-                      AND e2.rollout_id = e.rollout_id AND e2.kind = 'tool_result'
-                      AND e2.call_id = e.call_id LIMIT 1) AS error,
-                  text
-           FROM events e WHERE run_id = ? AND rollout_id = ? AND turn > 0 ORDER BY seq""",
+        """WITH e AS (
+               SELECT seq, turn, kind, tool_name, call_id, arguments, duration_ms, error,
+                      CASE WHEN kind = 'message' THEN text END AS text
+               FROM events WHERE run_id = ? AND rollout_id = ? AND turn > 0
+           ), failed AS (
+               SELECT call_id, any_value(error) AS error FROM e
+               WHERE kind = 'tool_result' AND error IS NOT NULL GROUP BY call_id
+           )
+           SELECT e.turn, e.tool_name, e.arguments, e.duration_ms, e.kind, f.error, e.text
+           FROM e LEFT JOIN failed f ON e.kind = 'tool_call' AND f.call_id = e.call_id
+           ORDER BY e.seq""",
         [run_id, rollout_id],
     )
     by_turn: dict[int, dict[str, Any]] = {}
@@ -641,12 +648,11 @@ class CompareRef:
     rollout_id: str
 
 
-def first_divergence(store: Store, refs: Sequence[CompareRef]) -> int | None:
-    """The first model turn where the rollouts' tool calls differ (another tool, other
-    arguments, another number of calls, or one has stopped calling); None if they never do."""
+def divergence_of(signatures: Sequence[pd.DataFrame]) -> int | None:
+    """`first_divergence` from `turn_signatures` frames already fetched."""
     sigs = [
-        {row["turn"]: tuple(row["calls"]) for row in _signature_rows(store, r.run_id, r.rollout_id)}
-        for r in refs
+        {int(t): tuple(c) for t, c in zip(df["turn"].tolist(), df["calls"].tolist(), strict=True)}
+        for df in signatures
     ]
     turns: set[int] = set()
     for sig in sigs:
@@ -655,6 +661,22 @@ def first_divergence(store: Store, refs: Sequence[CompareRef]) -> int | None:
         if len({sig.get(turn, ()) for sig in sigs}) > 1:
             return turn
     return None
+
+
+def rollout_index(store: Store, run_id: str, rollout_id: str) -> pd.DataFrame:
+    """The trajectory's items without their text: seq, turn, kind, tool name, call id."""
+    return _query(
+        store,
+        "SELECT seq, turn, kind, tool_name, call_id FROM events"
+        " WHERE run_id = ? AND rollout_id = ? ORDER BY seq",
+        [run_id, rollout_id],
+    )
+
+
+def first_divergence(store: Store, refs: Sequence[CompareRef]) -> int | None:
+    """The first model turn where the rollouts' tool calls differ (another tool, other
+    arguments, another number of calls, or one has stopped calling); None if they never do."""
+    return divergence_of([turn_signatures(store, r.run_id, r.rollout_id) for r in refs])
 
 
 def aligned_turns(store: Store, refs: Sequence[CompareRef]) -> pd.DataFrame:
