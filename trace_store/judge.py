@@ -385,16 +385,47 @@ def _prompt_tokens(prompt: str) -> int:
 def estimate_cost(
     store: Store, targets: Sequence[tuple[str, str]], settings: JudgeSettings
 ) -> CostEstimate:
-    """What judging `targets` would cost, before anything is sent (already judged ones are free)."""
+    """What judging `targets` would cost, before anything is sent (already judged ones are free).
+
+    One query: each rollout's prompt, answer and event text, the trajectory capped at the
+    condensing budget, in tokens of ~4 characters; plus the expected answer length.
+    """
     targets = list(dict.fromkeys(targets))
     done = _already_judged(store, targets, settings.model, settings.template_version)
     todo = [t for t in targets if t not in done]
+    sizes: dict[tuple[str, str], int] = {}
+    if todo:
+        df = store.query_df(
+            """
+            WITH t AS (SELECT unnest($runs) AS run_id, unnest($rollouts) AS rollout_id),
+            ev AS (
+                SELECT e.run_id, e.rollout_id,
+                       sum(12 + length(coalesce(e.text, '')) + length(coalesce(e.arguments, ''))
+                           + length(coalesce(e.output, '')) + length(coalesce(e.error, ''))
+                           + length(coalesce(e.tool_name, ''))) AS chars
+                FROM events e JOIN t USING (run_id, rollout_id) GROUP BY ALL
+            )
+            SELECT t.run_id, t.rollout_id,
+                   least(coalesce(ev.chars, 0), $max_chars)
+                   + length(coalesce(r.prompt, '')) + length(coalesce(r.reference, ''))
+                   + length(coalesce(r.final_answer, '')) + 80 AS chars
+            FROM t JOIN rollouts r USING (run_id, rollout_id)
+            LEFT JOIN ev USING (run_id, rollout_id)
+            """,
+            {
+                "runs": [t[0] for t in todo],
+                "rollouts": [t[1] for t in todo],
+                "max_chars": settings.max_chars,
+            },
+        )
+        sizes = {(str(a), str(b)): int(c) for a, b, c in df.itertuples(index=False, name=None)}
+    overhead = len(settings.template) + len(SYSTEM_MESSAGE)
     input_tokens = output_tokens = 0
     usd = 0.0
     within = 0
-    for run_id, rollout_id in todo:
-        prompt, _ = judge_prompt(store, run_id, rollout_id, settings)
-        tin, tout = _prompt_tokens(prompt), settings.expected_output_tokens
+    for target in todo:
+        tin = (overhead + sizes.get(target, 0)) // CHARS_PER_TOKEN + 16
+        tout = settings.expected_output_tokens
         input_tokens += tin
         output_tokens += tout
         usd += settings.cost(tin, tout)
