@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from rollscope.ui import charts_replay, render, store_access, trajectory, view_state
+from rollscope.ui import charts_replay, navigation, render, store_access, trajectory, view_state
 from rollscope.ui.render import escape_markdown
 from trace_store import replay
 from trace_store.errors import TraceStoreError
@@ -69,8 +69,17 @@ def per_prompt_view(run_ids: list[str]) -> None:
         st.stop()
     names = dict(zip(runs["run_id"], runs["name"].fillna(runs["run_id"]), strict=True))
     options = list(names)
-    default = [r for r in run_ids if r in names][:2] or options[:2]
-    if any("," in v for v in view_state.raw_values("runs")):
+    given = [r for r in run_ids if r in names][:2]
+    if len(given) == 1:
+        # One run (a link from the Runs screen): set it against a baseline, else another run.
+        kinds = dict(zip(runs["run_id"], runs["kind"], strict=True))
+        others = sorted((r for r in options if r != given[0]), key=lambda r: kinds[r] != "baseline")
+        given = [*others[:1], given[0]]
+    default = given or options[:2]
+    first_view = f"w.{navigation.current_url_path()}.runs" not in st.session_state
+    if first_view and view_state.raw_values("runs") != default:
+        st.query_params["runs"] = default
+    elif any("," in v for v in view_state.raw_values("runs")):
         st.query_params["runs"] = listed("runs")  # the links' a,b form -> repeated parameters
     chosen = view_state.multiselect(
         "Runs to compare: A (before), then B (after)",

@@ -339,3 +339,12 @@ def test_bad_compare_links_say_what_is_wrong(demo_store_path, monkeypatch):
     assert "Run “demo-train” has no rollout “a”." in texts(at.error)[0]
     at = open_page(demo_store_path, monkeypatch, "compare", runs="x,y,z", rollouts="a,b")
     assert "names 2 rollouts but 3 runs" in texts(at.error)[0]
+
+
+def test_a_runs_screen_link_with_one_run_compares_it_with_the_baseline(
+    demo_store_path, monkeypatch
+):
+    at = open_page(demo_store_path, monkeypatch, "compare", runs="demo-train")
+    assert at.query_params["runs"] == ["demo-baseline", "demo-train"]
+    assert len(at.dataframe[0].value) == 8
+    assert at.multiselect[0].value == ["demo-baseline", "demo-train"]
