@@ -40,6 +40,7 @@ def rollout(
     reference: str | None = None,
     status: str = "ok",
     step: int = 1,
+    grades: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     prompt = prompt or f"Fix the bug described in ticket {rollout_id}."
     if answer == "":
@@ -65,6 +66,8 @@ def rollout(
     }
     if reference is not None:
         record["reference"] = reference
+    if grades is not None:
+        record["grades"] = grades
     return record
 
 
@@ -341,3 +344,56 @@ def test_train_reward_rising_while_eval_falls_is_signalled(store_path):
         signal = {s.name: s for s in run_signals(store, RUN)}["train_vs_eval"]
     assert signal.raised
     assert "reward (eval)" in signal.message
+
+
+def signals_of(store_path: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    with open_store(store_path) as store:
+        store.ingest_records(rows, display_name="signals.jsonl")
+        return {s.name: s for s in run_signals(store, RUN)}
+
+
+def test_a_spike_of_failed_rollouts_is_signalled_and_a_steady_decline_is_not(store_path):
+    rows = [
+        rollout(
+            f"s{step}-{k}",
+            calls=[read_src("1")],
+            step=step,
+            status="error" if (step == 9 and k < 5) or (k == 0 and step <= 3) else "ok",
+        )
+        for step in range(1, 13)
+        for k in range(10)
+    ]
+    signal = signals_of(store_path, rows)["error_spikes"]
+    assert signal.raised and signal.message.endswith("spike at step 9")
+
+
+def test_reward_that_follows_answer_length_is_signalled(store_path):
+    rows = []
+    for i in range(30):
+        correct = float(i % 2)  # the graded outcome does not depend on length
+        rows.append(
+            rollout(
+                f"len-{i}",
+                calls=[read_src("1")],
+                answer="word " * (5 + 10 * i),
+                reward=round(0.3 * correct + 0.7 * i / 29, 3),
+                grades=[
+                    {"name": "correctness", "score": correct, "weight": 0.3},
+                    {"name": "thoroughness", "score": i / 29, "weight": 0.2},
+                ],
+            )
+        )
+    signal = signals_of(store_path, rows)["reward_follows_form"]
+    assert signal.raised and "answer length" in signal.message
+
+
+def test_a_tool_path_only_high_rewards_take_is_signalled(store_path):
+    shortcut = [call("g1", "grep_grader", {"q": "expected"}, "answer: 42")]
+    rows = [rollout(f"short-{i}", calls=shortcut, reward=1.0) for i in range(6)]
+    rows += [
+        rollout(f"work-{i}", calls=[read_src("1"), fix_src("1")], reward=0.1 * (i % 9))
+        for i in range(18)
+    ]
+    signal = signals_of(store_path, rows)["exclusive_tool_path"]
+    assert signal.raised and "“grep_grader”" in signal.message
+    assert int(signal.details.iloc[0]["high"]) == 6

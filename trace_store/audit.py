@@ -947,27 +947,38 @@ def _signal_length(store: Store, run_id: str) -> Signal:
 
 
 def _signal_error_spikes(store: Store, run_id: str) -> Signal:
+    """A step whose share of failed rollouts (status error/timeout) or of grader failures (a grade
+    without a score) jumps above the steps before it: mean + 3 sd of the previous ten steps, at
+    least twice that mean, and at least three rollouts."""
     df = store.query_df(
         """
         WITH per_step AS (
             SELECT r.step, count(*) AS rollouts,
                    count(*) FILTER (WHERE r.status <> 'ok') AS failed,
-                   (SELECT count(*) FROM grades g WHERE g.run_id = $run AND g.score IS NULL
-                      AND g.rollout_id IN (SELECT rollout_id FROM rollouts x
-                                           WHERE x.run_id = $run AND x.step = r.step))
-                       AS grader_errors
-            FROM rollouts r WHERE r.run_id = $run GROUP BY r.step
-        ), stats AS (
-            SELECT avg(failed / rollouts) AS mean_rate, stddev_pop(failed / rollouts) AS sd_rate,
-                   avg(grader_errors / rollouts) AS mean_g, stddev_pop(grader_errors / rollouts) AS sd_g
+                   count(*) FILTER (WHERE g.missing > 0) AS grader_errors
+            FROM rollouts r
+            LEFT JOIN (SELECT rollout_id, count(*) FILTER (WHERE score IS NULL) AS missing
+                       FROM grades WHERE run_id = $run GROUP BY rollout_id) g USING (rollout_id)
+            WHERE r.run_id = $run GROUP BY r.step
+        ), rated AS (
+            SELECT *, failed / rollouts AS fail_rate, grader_errors / rollouts AS grader_rate
             FROM per_step
+        ), windowed AS (
+            SELECT *,
+                   count(*) OVER w AS before,
+                   avg(fail_rate) OVER w AS fail_mean, stddev_pop(fail_rate) OVER w AS fail_sd,
+                   avg(grader_rate) OVER w AS grader_mean,
+                   stddev_pop(grader_rate) OVER w AS grader_sd
+            FROM rated
+            WINDOW w AS (ORDER BY step ROWS BETWEEN 10 PRECEDING AND 1 PRECEDING)
         )
-        SELECT p.step, p.rollouts, p.failed, p.grader_errors,
-               (p.failed >= 2 AND p.failed / p.rollouts > s.mean_rate + 3 * coalesce(s.sd_rate, 0)
-                AND p.failed / p.rollouts > 2 * s.mean_rate)
-               OR (p.grader_errors >= 2
-                   AND p.grader_errors / p.rollouts > s.mean_g + 3 * coalesce(s.sd_g, 0)) AS spike
-        FROM per_step p, stats s ORDER BY p.step
+        SELECT step, rollouts, failed, grader_errors, fail_rate, grader_rate,
+               before >= 5 AND (
+                   (failed >= 3 AND fail_rate > fail_mean + 3 * fail_sd
+                    AND fail_rate >= 2 * fail_mean)
+                   OR (grader_errors >= 3 AND grader_rate > grader_mean + 3 * grader_sd
+                       AND grader_rate >= 2 * grader_mean)) AS spike
+        FROM windowed ORDER BY step
         """,
         {"run": run_id},
     )
