@@ -21,6 +21,7 @@ SPLIT_CHOICES = ("all", "train", "eval")
 BAND_CHOICES = {"10-90": (0.1, 0.9), "25-75": (0.25, 0.75), "5-95": (0.05, 0.95)}
 _BOUNDS = "dash.step_bounds"  # session keys: the step bounds and `steps` value of the last run
 _WRITTEN = "dash.steps_written"
+_SEEN = "dash.seen"  # a dashboard screen has run in this session
 
 
 @dataclass(frozen=True)
@@ -82,13 +83,20 @@ def shared_filters() -> Filters | None:
         str(r): str(n) if isinstance(n, str) and n else str(r)
         for r, n in zip(runs["run_id"], runs["name"], strict=True)
     }
+    default_runs = _default_runs(runs)
+    # Arriving without runs in the link, an empty choice carried over from another screen
+    # (nothing selected on the Runs screen) would show nothing: start from the default.
+    carried = st.session_state.get("view.runs")
+    if not view_state.raw_values("runs") and not st.session_state.get(_SEEN) and not carried:
+        view_state.write_param("runs", default_runs)
+    st.session_state[_SEEN] = True
     run_col, step_col, split_col = st.columns([3, 3, 1])
     with run_col:
         chosen = view_state.multiselect(
             "Runs",
             "runs",
             options,
-            _default_runs(runs),
+            default_runs,
             format_func=lambda r: names.get(r, r),
             help="Several runs are overlaid, one colour each.",
         )
