@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import duckdb
 
 # Events keep the keys they were ordered by (src_seq, import_id, line_no, item_idx) so that items
@@ -179,25 +181,31 @@ MIGRATIONS: list[tuple[int, str, str]] = [
 ]
 
 
-def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    con.execute(
+def current_version(
+    con: duckdb.DuckDBPyConnection, translate: Callable[[str], str] | None = None
+) -> int:
+    sql = (
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " version INTEGER PRIMARY KEY, name VARCHAR,"
         " applied_at TIMESTAMP DEFAULT current_timestamp)"
     )
+    con.execute(translate(sql) if translate else sql)
     row = con.execute("SELECT coalesce(max(version), 0) FROM schema_migrations").fetchone()
     return int(row[0]) if row else 0
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> int:
-    """Apply every migration newer than the store's version, each in its own transaction."""
-    version = current_version(con)
+def migrate(con: duckdb.DuckDBPyConnection, translate: Callable[[str], str] | None = None) -> int:
+    """Apply every migration newer than the store's version, each in its own transaction.
+
+    `translate` rewrites each migration's SQL for another backend (DuckLake: `ducklake_ddl`).
+    """
+    version = current_version(con, translate)
     for number, name, sql in MIGRATIONS:
         if number <= version:
             continue
         con.execute("BEGIN TRANSACTION")
         try:
-            con.execute(sql)
+            con.execute(translate(sql) if translate else sql)
             con.execute(
                 "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", [number, name]
             )

@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
+import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -16,6 +19,16 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from .backends import (
+    LAKE,
+    connect_ducklake,
+    data_version,
+    ducklake_ddl,
+    is_conflict,
+    is_ducklake,
+    next_id,
+    parse_target,
+)
 from .errors import IngestError, StoreLocked, TraceStoreError, UnknownFormatError
 from .extensions import load_extension
 from .ingest.canonical import CanonicalIngest, IngestResult
@@ -27,6 +40,9 @@ from .schema import migrate
 ProgressCallback = Callable[[int, int], None]
 
 DEFAULT_DB_ENV = "ROLLSCOPE_DB"
+INGEST_MEMORY_ENV = "ROLLSCOPE_INGEST_MEMORY_LIMIT"
+"""DuckDB's memory_limit while a file is imported (default 1GB; larger files spill to disk)."""
+DUCKLAKE_COMMIT_ATTEMPTS = 6
 
 
 def default_db_path() -> Path:
@@ -64,8 +80,26 @@ class Store:
     """A Rollscope store. Safe to share between threads; each query takes its own cursor."""
 
     def __init__(self, path: str | Path | None = None, *, read_only: bool = False) -> None:
-        self.path = Path(path).expanduser() if path is not None else default_db_path()
+        configured = os.environ.get(DEFAULT_DB_ENV)
+        if path is None and is_ducklake(configured):
+            path = configured
+        self.target = parse_target(path if path is not None else default_db_path())
+        self.ducklake = self.target.is_ducklake
+        self.location = self.target.describe()
+        """Where the store lives, for people (a file path, or the DuckLake without passwords)."""
         self.read_only = read_only
+        self._write_lock = threading.Lock()
+        if self.ducklake:
+            # A shared DuckLake: an in-memory DuckDB with the lake attached; `path` is its data folder.
+            self.path = Path(self.target.data_path or ".")
+            self._con = connect_ducklake(self.target, read_only=read_only)
+            self._con.execute("SET TimeZone = 'UTC'")
+            self._con.execute("SET preserve_insertion_order = false")
+            if not read_only:
+                migrate(self._con, translate=ducklake_ddl)
+            return
+        assert self.target.path is not None
+        self.path = self.target.path
         if not read_only:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
@@ -89,7 +123,23 @@ class Store:
         """A cursor for the calling thread. DuckDB cursors must not be shared across threads."""
         cur = self._con.cursor()
         cur.execute("SET TimeZone = 'UTC'")
+        if self.ducklake:
+            cur.execute(f"USE {LAKE}")
         return cur
+
+    def data_version(self) -> str:
+        """A value that changes when committed data changes, also by another process (DuckLake):
+        caches key on it, so a running app sees another process's import on its next rerun."""
+        cur = self.cursor()
+        try:
+            return data_version(cur, ducklake=self.ducklake)
+        finally:
+            cur.close()
+
+    def next_import_id(self, cur: duckdb.DuckDBPyConnection) -> int:
+        """The next import id, inside the caller's write transaction (a sequence, or on DuckLake
+        a counter row whose concurrent updates conflict, so one import is retried)."""
+        return next_id(cur, "import_ids", ducklake=self.ducklake)
 
     def close(self) -> None:
         self._con.close()
@@ -261,7 +311,40 @@ class Store:
         report: Callable[[float], None],
         total: int,
     ) -> IngestResult:
-        with self._write_lock:
+        """One transaction; on DuckLake, a commit that lost a race with another writer is retried
+        against the new snapshot (unless that writer imported this very file)."""
+        attempts = DUCKLAKE_COMMIT_ATTEMPTS if self.ducklake else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return self._ingest_canonical_once(
+                    path, name, importer, content_hash, report, total
+                )
+            except duckdb.Error as exc:
+                if attempt == attempts or not is_conflict(exc):
+                    raise
+            time.sleep(random.uniform(0.05, 0.2) * 2**attempt)
+            cur = self.cursor()
+            try:
+                done = cur.execute(
+                    "SELECT 1 FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1",
+                    [content_hash],
+                ).fetchone()
+            finally:
+                cur.close()
+            if done is not None:
+                return IngestResult(file=name, format=importer.name, already_imported=True)
+        raise AssertionError("unreachable")
+
+    def _ingest_canonical_once(
+        self,
+        path: Path,
+        name: str,
+        importer: Importer,
+        content_hash: str,
+        report: Callable[[float], None],
+        total: int,
+    ) -> IngestResult:
+        with self._write_lock, _memory_limit(self._con, os.environ.get(INGEST_MEMORY_ENV, "1GB")):
             cur = self.cursor()
             job = CanonicalIngest(
                 cur, path, name if importer.convert is None else f"{name} (as converted)"
@@ -269,9 +352,7 @@ class Store:
             job.display_name = name
             cur.execute("BEGIN TRANSACTION")
             try:
-                row = cur.execute("SELECT nextval('import_ids')").fetchone()
-                assert row is not None
-                import_id = int(row[0])
+                import_id = self.next_import_id(cur)
                 with _poll_progress(cur, lambda fraction: report((0.2 + 0.5 * fraction) * total)):
                     job.stage(compression_of(path))
                 job.validate()
@@ -341,6 +422,22 @@ class Store:
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0
+
+
+@contextmanager
+def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
+    """DuckDB's memory limit lowered for a block (a big import spills instead of growing)."""
+    if not re.fullmatch(r"\s*\d+(\.\d+)?\s*[KMGT]i?B\s*", limit, flags=re.I):
+        yield
+        return
+    row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    before = str(row[0]) if row else None
+    con.execute(f"SET GLOBAL memory_limit = '{limit.strip()}'")
+    try:
+        yield
+    finally:
+        if before:
+            con.execute(f"SET GLOBAL memory_limit = '{before}'")
 
 
 def _rollback(cur: duckdb.DuckDBPyConnection) -> None:
