@@ -10,6 +10,9 @@ import pytest
 
 from trace_store import open_store
 
+# --backend duckdb|ducklake for the store tests, and the session's PostgreSQL (pg_cluster).
+pytest_plugins = ["store_backends"]
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
