@@ -180,7 +180,10 @@ def render_ms(db: Path, page: str, params: dict[str, str], repeat: int) -> tuple
 def part_replay(workdir: Path, repeat: int) -> list[dict[str, Any]]:
     db = workdir / "huge.duckdb"
     if not db.exists():
-        build_replay_store(db)
+        partial = db.with_suffix(".building")
+        partial.unlink(missing_ok=True)
+        build_replay_store(partial)
+        partial.rename(db)
     rows = []
     with open_store(db) as store:
         ref_ms, _ = timed(
@@ -229,13 +232,13 @@ def build_search_store(path: Path, size: int) -> None:
         t0 = time.perf_counter()
         cur.execute("BEGIN TRANSACTION")
         cur.execute(
-            "INSERT INTO rollouts SELECT * REPLACE (rollout_id || '~' || k AS rollout_id)"
-            " FROM rollouts, range(1, ?) t(k)",
+            "INSERT INTO rollouts SELECT r.* REPLACE (r.rollout_id || '~' || k AS rollout_id)"
+            " FROM rollouts r, range(1, ?) t(k)",
             [copies + 1],
         )
         cur.execute(
-            "INSERT INTO events SELECT * REPLACE (rollout_id || '~' || k AS rollout_id)"
-            " FROM events, range(1, ?) t(k)",
+            "INSERT INTO events SELECT e.* REPLACE (e.rollout_id || '~' || k AS rollout_id)"
+            " FROM events e, range(1, ?) t(k)",
             [copies + 1],
         )
         cur.execute("COMMIT")
@@ -249,7 +252,10 @@ SEARCHES = {"rare": "terminated", "medium": "timezone", "common": "tests"}
 def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
     db = workdir / f"search-{size}.duckdb"
     if not db.exists():
-        build_search_store(db, size)
+        partial = db.with_suffix(".building")
+        partial.unlink(missing_ok=True)
+        build_search_store(partial, size)
+        partial.rename(db)
     rows = []
     with open_store(db) as store:
         n = R.count_rollouts(store, R.RolloutQuery())

@@ -356,7 +356,7 @@ def render_neighbour_links(header: Mapping[str, Any], near: Mapping[str, str | N
     with cols[4]:
         st.page_link(
             "pages/compare.py",
-            label="Best vs worst of this group",
+            label="Best vs worst sample",
             icon=":material/compare:",
             disabled=not header.get("prompt_id"),
             query_params={
@@ -489,7 +489,7 @@ def render_find_hits(hits: pd.DataFrame, term: str) -> None:
 
 def render_exports(store: Store, run_id: str, rollout_id: str) -> None:
     """One-click downloads, generated when clicked."""
-    cols = st.columns([1, 1, 4])
+    cols = st.columns([1, 1.3, 3])
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", rollout_id)[:80] or "rollout"
     cols[0].download_button(
         "Download JSON",
