@@ -99,3 +99,19 @@ def test_a_bad_link_warns_and_falls_back(demo_db, app_server, page):
     expect(warnings.first).to_contain_text("ghost")
     expect(charts(page).first).to_be_visible()
     assert "Traceback" not in main_text(page)
+
+
+def test_clicking_a_point_of_the_reward_curve_opens_that_step(demo_db, app_server, page):
+    page.goto(f"{app_server}/rewards?runs=demo-train&steps=1-12&split=train")
+    curve = charts(page).first
+    points = curve.locator(".scatterlayer .trace").nth(2).locator(".points path")
+    expect(points).to_have_count(12, timeout=120_000)
+    points.nth(6).click(force=True)  # step 7
+
+    expect(page.get_by_text("Step 7: 32 rollouts, best reward first")).to_be_visible()
+    page.wait_for_url("**step=7**")
+    expect(page.locator("[data-testid='stDataFrame']")).to_have_count(1)
+
+    page.get_by_role("button", name="Clear", exact=True).click()
+    expect(page.get_by_text("Click a point of a mean-reward line")).to_be_visible()
+    assert "step=" not in page.url
