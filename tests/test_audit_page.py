@@ -38,6 +38,11 @@ def selectbox(at: AppTest, label: str):
     return found
 
 
+def table_with(at: AppTest, column: str):
+    """The first table on screen that has `column`."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
 def plain(text: str) -> str:
     return re.sub(r"\\(.)", r"\1", text)
 
@@ -65,7 +70,7 @@ def test_running_the_detectors_lists_the_planted_hacks_with_links(demo_store_cop
     button(at, "Run detectors and rules").click().run()
     assert not at.exception
     assert "no_tool_calls_high_reward" in at.code[0].value
-    table = at.dataframe[0].value
+    table = table_with(at, "rollout_id")
     hacks = planted(demo_store_copy)
     assert hacks <= set(table["rollout_id"])
     row = table[table["rollout_id"] == sorted(hacks)[0]].iloc[0]
@@ -80,7 +85,7 @@ def test_the_view_is_in_the_url(demo_store_copy, monkeypatch):
     with open_store(demo_store_copy) as store:
         run_detectors(store)
     at = open_audit(demo_store_copy, monkeypatch, run="demo-train", detector="edits_tests")
-    table = at.dataframe[0].value
+    table = table_with(at, "rollout_id")
     assert set(table["detector"]) == {"edits_tests"}
     assert "detector=edits_tests" in at.code[-1].value  # the copy-link box
 
@@ -172,3 +177,15 @@ def test_figures_are_built_from_the_query_results(demo_store_copy):
     assert len(charts_audit.learning_signal(per_step).data) == 2
     deltas = charts_audit.baseline_deltas(versus)
     assert list(deltas.data[0].x) == list(versus["prompt_id"])
+
+
+def test_the_tool_budget_from_the_link_is_used(demo_store_copy, monkeypatch):
+    at = open_audit(demo_store_copy, monkeypatch, budget="3")
+    button(at, "Run detectors and rules").click().run()
+    assert not at.exception
+    with open_store(demo_store_copy) as store:
+        over = store.query_df(
+            "SELECT count(*) AS n FROM rollouts WHERE run_id = 'demo-train' AND n_tool_calls > 3"
+        )["n"][0]
+    assert over > 0
+    assert f"tool_budget_exceeded             low    {over:,} flagged" in at.code[0].value

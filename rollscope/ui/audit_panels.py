@@ -73,12 +73,27 @@ LINK_COLUMNS = {
 
 
 def flags_panel(store: Store, run_id: str) -> None:
+    with st.expander("What the detectors look for"):
+        st.dataframe(
+            pd.DataFrame(
+                [(d.name, d.severity, d.description) for d in audit.BUILTIN_DETECTORS],
+                columns=["detector", "severity", "looks for"],
+            ),
+            column_config={"looks for": st.column_config.TextColumn(width="large")},
+            hide_index=True,
+            width="stretch",
+        )
     left, right = st.columns([1, 3])
     with left:
+        budget = view_state.number_input(
+            "Tool-call budget", "budget", default=audit.AuditParams().tool_budget, min_value=1
+        )
         if st.button("Run detectors and rules", type="primary", icon=":material/policy:"):
             try:
                 with st.spinner("Running the detectors…"):
-                    summary = audit.run_detectors(store, run_id)
+                    summary = audit.run_detectors(
+                        store, run_id, params=audit.AuditParams(tool_budget=int(budget))
+                    )
             except Exception as exc:
                 render.show_error(exc, context="Running the detectors")
             else:
