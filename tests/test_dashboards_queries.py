@@ -275,6 +275,18 @@ def test_tool_latency_percentiles_within_a_bin_and_exact_max(store):
     assert list(frame.index[:1]) == ["run_tests"]  # slowest p99 first
 
 
+def test_tool_latency_over_part_of_the_steps(store):
+    step_2 = d.tool_latency(store, ["A"], steps=(2, 2)).set_index("tool_name")
+    # step 2: read 250 and 50, search 150, fetch 350, run_tests 600
+    assert step_2["calls"].to_dict() == {"run_tests": 1, "fetch": 1, "read": 2, "search": 1}
+    assert step_2.loc["read", "max"] == 250.0
+    assert 50 <= step_2.loc["read", "p50"] <= 50 * (1 + d.BIN_WIDTH)
+    # a range holding every step reads the all-steps histogram: the same answer as no range
+    pd.testing.assert_frame_equal(
+        d.tool_latency(store, ["A"], steps=(0, 5)), d.tool_latency(store, ["A"])
+    )
+
+
 def test_slowest_rollouts_and_tokens(store):
     slow = d.slowest_rollouts(store, ["A", "B"], limit=3)
     assert slow["rollout_id"].tolist() == ["a6", "a5", "b1"]
@@ -304,6 +316,7 @@ QUERIES = [
     lambda s: d.budget_reward(s, ["A"], 1),
     lambda s: d.latency_ccdf(s, ["A"], [(1, 2)]),
     lambda s: d.tool_latency(s, ["A"]),
+    lambda s: d.tool_latency(s, ["A"], steps=(2, 2), split="train"),
     lambda s: d.slowest_rollouts(s, ["A"]),
 ]
 

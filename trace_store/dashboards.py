@@ -18,7 +18,9 @@ by `refresh_summaries` and rebuilt whenever the store changed (an import, a dele
 - ``dash_tools``: tool calls, errors and slowest call per tool;
 - ``dash_tool_bins`` and ``dash_latency_bins``: log-spaced duration histograms (tool calls,
   rollouts), from which percentiles over any step range (to within `BIN_WIDTH`) and the exact
-  complementary CDF at bin edges are read.
+  complementary CDF at bin edges are read; ``dash_tool_bins_all``: the tool histogram over
+  all steps (the default view), a thousand times smaller;
+- ``dash_slowest``: the slowest rollouts of each step.
 
 Each split's rows are stored under its name, and the union of splits under ``*``. The queries
 read these tables (a store opened read-only reads the same SELECTs as subqueries instead).
@@ -78,7 +80,7 @@ BINS_PER_E = 50
 BIN_WIDTH = math.exp(1 / BINS_PER_E) - 1
 
 #: Bump when a summary's SQL changes, so stores built by older code are rebuilt.
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 3
 
 Steps = tuple[int, int] | None
 
@@ -164,7 +166,7 @@ _SUMMARIES: dict[str, str] = {
         SELECT steps.*, coalesce(s.prompts, 0) AS prompts,
                coalesce(s.prompts_same, 0) AS prompts_same, s.mean_spread, s.mean_std
         FROM steps LEFT JOIN spread s USING (run_id, step, split)
-        ORDER BY run_id, step, split
+        ORDER BY run_id, split, step
     """,
     "dash_graders": f"""
         SELECT r.run_id, r.step, {_SPLIT_KEY} AS split, g.grader, count(*) AS rollouts,
@@ -173,7 +175,7 @@ _SUMMARIES: dict[str, str] = {
         FROM grades g JOIN rollouts r USING (run_id, rollout_id)
         WHERE g.score IS NOT NULL
         GROUP BY GROUPING SETS ((r.run_id, r.step, r.split, g.grader), (r.run_id, r.step, g.grader))
-        ORDER BY 1, 2, 3, 4
+        ORDER BY 1, 3, 2, 4
     """,
     "dash_calls": f"""
         SELECT run_id, step, {_SPLIT_KEY} AS split, n_tool_calls, count(*) AS rollouts,
@@ -181,14 +183,14 @@ _SUMMARIES: dict[str, str] = {
                sum(reward * reward) AS reward_sq_sum
         FROM rollouts
         GROUP BY GROUPING SETS ((run_id, step, split, n_tool_calls), (run_id, step, n_tool_calls))
-        ORDER BY 1, 2, 3, 4
+        ORDER BY 1, 3, 2, 4
     """,
     "dash_tools": f"""
         SELECT run_id, step, {_SPLIT_KEY} AS split, tool_name, count(*) AS calls,
                count(*) FILTER (WHERE failed) AS errors
         FROM {{calls}}
         GROUP BY GROUPING SETS ((run_id, step, split, tool_name), (run_id, step, tool_name))
-        ORDER BY 1, 2, 3, 4
+        ORDER BY 1, 3, 2, 4
     """,
     "dash_tool_bins": f"""
         SELECT run_id, step, {_SPLIT_KEY} AS split, tool_name, {_bin("duration_ms")} AS bin,
@@ -196,14 +198,21 @@ _SUMMARIES: dict[str, str] = {
         FROM {{calls}} WHERE duration_ms IS NOT NULL
         GROUP BY GROUPING SETS ((run_id, step, split, tool_name, bin),
                                 (run_id, step, tool_name, bin))
-        ORDER BY 1, 2, 3, 4, 5
+        ORDER BY run_id, split, step, tool_name, bin
+    """,
+    "dash_tool_bins_all": f"""
+        SELECT run_id, {_SPLIT_KEY} AS split, tool_name, {_bin("duration_ms")} AS bin,
+               count(*) AS calls, max(duration_ms) AS max_ms
+        FROM {{calls}} WHERE duration_ms IS NOT NULL
+        GROUP BY GROUPING SETS ((run_id, split, tool_name, bin), (run_id, tool_name, bin))
+        ORDER BY run_id, split, tool_name, bin
     """,
     "dash_latency_bins": f"""
         SELECT run_id, step, {_SPLIT_KEY} AS split, {_bin("latency_ms")} AS bin,
                count(*) AS rollouts, max(latency_ms) AS max_ms
         FROM rollouts WHERE latency_ms IS NOT NULL
         GROUP BY GROUPING SETS ((run_id, step, split, bin), (run_id, step, bin))
-        ORDER BY 1, 2, 3, 4
+        ORDER BY 1, 3, 2, 4
     """,
     "dash_slowest": f"""
         WITH timed AS (
@@ -217,7 +226,7 @@ _SUMMARIES: dict[str, str] = {
         QUALIFY row_number() OVER (
             PARTITION BY run_id, step, split ORDER BY latency_ms DESC, rollout_id
         ) <= {SLOWEST_KEPT}
-        ORDER BY run_id, step, split
+        ORDER BY run_id, split, step
     """,
 }
 """Each summary table's SELECT (``{calls}`` stands for `_CALLS`)."""
@@ -225,10 +234,9 @@ _SUMMARIES: dict[str, str] = {
 _CALLS_TABLE = "dash_tmp_calls"
 
 _KEY_SQL = f"""
-    SELECT 'v' || {SUMMARY_VERSION} || ':' || (SELECT coalesce(max(import_id), 0) FROM imports) || '/' ||
-           (SELECT count(*) FROM imports) || '/' || (SELECT count(*) FROM runs) || '/' ||
-           (SELECT count(*) FROM rollouts) || '/' || (SELECT count(*) FROM events) || '/' ||
-           (SELECT count(*) FROM grades)
+    SELECT 'v' || {SUMMARY_VERSION} || ':' || (SELECT coalesce(max(import_id), 0) FROM imports)
+           || '/' || (SELECT count(*) FROM imports) || '/' || (SELECT count(*) FROM runs)
+           || '/' || (SELECT count(*) FROM rollouts)
 """
 
 
@@ -346,6 +354,27 @@ def _label(frame: pd.DataFrame, ranges: Sequence[tuple[int, int]]) -> pd.DataFra
     labels = _range_labels(ranges)
     frame.insert(1, "steps", [labels[int(i)] for i in frame["rg"]])
     return frame.drop(columns="rg")
+
+
+def _covers(
+    store: Store,
+    src: dict[str, str],
+    run_ids: Sequence[str],
+    steps: tuple[int, int],
+    split: str | None,
+) -> bool:
+    """Whether `steps` holds every step of these runs (in this split)."""
+    where, params = _summary_filters(run_ids, None, split)
+    cur = store.cursor()
+    try:
+        row = cur.execute(
+            f"SELECT min(step), max(step) FROM {src['dash_steps']} s WHERE {where}", params
+        ).fetchone()
+    finally:
+        cur.close()
+    if not row or row[0] is None:
+        return True
+    return int(steps[0]) <= int(row[0]) and int(row[1]) <= int(steps[1])
 
 
 # --- shared ------------------------------------------------------------------------------------
@@ -778,13 +807,17 @@ def tool_latency(
 
     Columns: run_id, tool_name, calls, p50, p90, p99, max. Slowest p99 first.
     """
+    src = _sources(store)
+    table = "dash_tool_bins"
+    if steps is None or _covers(store, src, run_ids, steps, split):
+        table, steps = "dash_tool_bins_all", None  # every step: the per-run histogram suffices
     where, params = _summary_filters(run_ids, steps, split)
     return _query(
         store,
         f"""
         WITH bins AS (
             SELECT run_id, tool_name, bin, sum(calls) AS calls, max(max_ms) AS max_ms
-            FROM {_sources(store)["dash_tool_bins"]} s WHERE {where} GROUP BY ALL
+            FROM {src[table]} s WHERE {where} GROUP BY ALL
         ), cum AS (
             SELECT run_id, tool_name, bin,
                    sum(calls) OVER (PARTITION BY run_id, tool_name ORDER BY bin) AS upto,
