@@ -11,8 +11,9 @@ runs on a separate DuckDB instance over a *snapshot* of the store file, opened
 - its memory and threads capped, and ``lock_configuration`` on so no SET can undo any of this.
 
 Only SELECT-like statements (SELECT, WITH, VALUES, EXPLAIN, SHOW/DESCRIBE/SUMMARIZE) are run.
-The snapshot is a file copy taken after a CHECKPOINT under the store's write lock; it is taken
-again when the store file changed since (a copy runs at disk speed: about 20 ms for a 20 MB store).
+The snapshot is a copy of the store file (and its WAL, when a CHECKPOINT is not possible because
+another write is under way) taken under the store's write lock; it is taken again when the store
+file changed since (a copy runs at disk speed: about 20 ms for a 20 MB store).
 Each query has a row cap and a time limit that interrupts it.
 """
 
@@ -121,21 +122,31 @@ class SqlConsole:
                 "the SQL screen reads a DuckDB store file; this app serves a shared DuckLake "
                 "(query it with DuckDB's own client, read-only)"
             )
-        self._dir.mkdir(parents=True, exist_ok=True)
+        self._dir.mkdir(mode=0o700, parents=True, exist_ok=True)  # a copy of the data
         self._generation += 1
         target = self._dir / f"snapshot-{os.getpid()}-{self._generation}.duckdb"
+        wal = self.store.path.with_name(self.store.path.name + ".wal")
+        target_wal = target.with_name(target.name + ".wal")
         with self.store._write_lock:  # no import of this process is half-way through
+            # Fold the WAL into the file when no one else is writing; otherwise copy the WAL
+            # too (a read-only open replays it in memory).
             cur = self.store.cursor()
             try:
                 cur.execute("CHECKPOINT")
-            except duckdb.Error as exc:
-                raise QueryError(f"the store is busy, try again in a moment ({exc})") from exc
+            except duckdb.Error:
+                pass
             finally:
                 cur.close()
             version = _file_version(self.store.path)
             shutil.copyfile(self.store.path, target)
+            if wal.exists():
+                shutil.copyfile(wal, target_wal)
         old = self._con
-        self._con = duckdb.connect(str(target), read_only=True, config=dict(self._config))
+        try:
+            self._con = duckdb.connect(str(target), read_only=True, config=dict(self._config))
+        except duckdb.Error as exc:
+            self._con = old
+            raise QueryError(f"the store is busy, try again in a moment ({exc})") from exc
         self._version = version
         self._taken_at = time.monotonic()
         if old is not None:
