@@ -83,6 +83,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "--server.port", str(args.port),
         "--server.maxUploadSize", str(DEFAULT_UPLOAD_LIMIT_MB),
         "--browser.gatherUsageStats", "false",
+        # A server, not an editor session: watching the install tree for edits only costs inotify.
+        "--server.fileWatcherType", "none",
     ]
     if args.headless:
         command += ["--server.headless", "true"]
