@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,26 @@ def _run_writers(
         assert imports == {0: 0, sum(sizes): 2}.get(rollouts, 1)
     assert len(snapshots) >= 1
     return added
+
+
+def test_cached_screens_see_another_processs_import_on_the_next_rerun(
+    pg_cluster: PgCluster, tmp_path, monkeypatch
+):
+    from rollscope.ui import store_access
+
+    lake = pg_cluster.lake("cache", tmp_path / "cache-data")
+    monkeypatch.setenv("ROLLSCOPE_DB", lake)
+    store_access.after_import()
+    try:
+        assert store_access.list_runs().empty  # cached: the store is empty
+        file = tmp_path / "run-c.jsonl"
+        write_run(file, "run-c", steps=1, prompts=2)
+        writer = python(WRITER, lake, str(file))
+        _, err = writer.communicate("go\n")
+        assert writer.returncode == 0, err
+        time.sleep(store_access.DATA_VERSION_TTL_S + 0.2)
+        assert list(store_access.list_runs()["run_id"]) == ["run-c"]  # no after_import needed
+    finally:
+        store_access.get_store().close()
+        store_access._open.clear()
+        store_access.after_import()

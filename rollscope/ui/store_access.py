@@ -8,6 +8,7 @@ so every screen (in every browser session) shows new data without a restart.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -38,9 +39,31 @@ def store_path() -> Path:
     return Path(get_store().path)
 
 
+DATA_VERSION_TTL_S = 1.0
+"""How long a rerun trusts the store's data version before asking again (one cheap query)."""
+_versions: dict[str, tuple[float, str]] = {}
+
+
+def data_version() -> str:
+    """The store's data version (`Store.data_version`), re-read at most once a second.
+
+    Cached results are keyed on it, so an import made by another process (possible on a shared
+    DuckLake store; the embedded file refuses a second writer) shows on the app's next rerun.
+    """
+    key = os.environ.get(DB_ENV, "")
+    now = time.monotonic()
+    seen = _versions.get(key)
+    if seen is not None and now - seen[0] < DATA_VERSION_TTL_S:
+        return seen[1]
+    version = get_store().data_version()
+    _versions[key] = (now, version)
+    return version
+
+
 @st.cache_data(show_spinner=False)
 def _cached_call(
     store_key: str,
+    version: str,
     fn_key: str,
     _fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -59,7 +82,9 @@ def cached_query(fn: Callable[Concatenate[Store, P], T]) -> Callable[P, T]:
 
     def call(*args: P.args, **kwargs: P.kwargs) -> T:
         store_key = os.environ.get(DB_ENV, "")
-        result: T = _cached_call(store_key, fn_key, fn, args, tuple(sorted(kwargs.items())))
+        result: T = _cached_call(
+            store_key, data_version(), fn_key, fn, args, tuple(sorted(kwargs.items()))
+        )
         return result
 
     call.__name__ = getattr(fn, "__name__", "query")
@@ -77,4 +102,5 @@ list_runs = cached_query(_list_runs)
 
 def after_import() -> None:
     """Call after anything writes to the store: drops every cached query result."""
+    _versions.clear()
     st.cache_data.clear()
