@@ -113,3 +113,24 @@ def test_a_hostile_trace_renders_as_inert_text(hostile_store, app_server, page, 
     assert f"Said: {HOSTILE}" in text
     assert f"tool{IMG}" in text  # a tool's name is trace content too
     assert f"Because {HOSTILE}" in text  # and so is a grader's explanation
+
+
+def test_selecting_rows_in_the_rollout_list_opens_replay_or_compare(
+    hostile_store, app_server, page, screenshot
+):
+    page.goto(f"{app_server}/rollouts?run=hostile")
+    grid = page.locator("[data-testid='stDataFrame']")
+    grid.locator("td", has_text="evil-2").first.wait_for(state="attached")
+    # The grid is a canvas: click the row-marker column (header ~35 px, rows ~35 px tall).
+    grid.click(position={"x": 14, "y": 35 + 17})
+    page.get_by_role("button", name="Open the selected rollout").wait_for()
+    grid.click(position={"x": 14, "y": 35 + 35 + 17})
+    compare = page.get_by_role("button", name="Compare the 2 selected")
+    compare.wait_for()
+    screenshot(page, "rollouts-two-selected")
+    compare.click()
+    page.wait_for_url("**/compare?**")
+    assert "rollouts=evil-1%2Cevil-2" in page.url
+    main = page.locator("[data-testid='stMain']")
+    expect(main.get_by_text("A · evil-1")).to_be_visible()
+    expect(main.get_by_text("B · evil-2")).to_be_visible()
