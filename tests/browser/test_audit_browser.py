@@ -65,7 +65,7 @@ def test_audit_screen_finds_the_planted_hacks_and_runs_the_judge(
     # the link columns: a replay of each flagged rollout, a compare with a clean sample
     assert f"{app_server}/replay?run=demo-train&rollout={planted[0]}" in cells
     assert any(c.startswith(f"{app_server}/compare?run=demo-train&rollout=") for c in cells)
-    assert "view=flags" in page.locator("[data-testid='stCode']").last.inner_text()
+    expect(page.locator("[data-testid='stCode']").last).to_contain_text("view=flags")
     screenshot(page, "audit-flags")
 
     # a shared link opens the same view; a hostile rule is refused with the reason
@@ -95,6 +95,8 @@ def test_audit_screen_finds_the_planted_hacks_and_runs_the_judge(
     page.get_by_role("heading", name="Judge against reward").wait_for()
     screenshot(page, "audit-judge")
     assert len(chat_server.requests) == 4
-    text = main_text(page)
-    assert "4 of 4 rollouts: 4 judged, 0 errors" in text
-    assert "model=judge-1" in page.locator("[data-testid='stCode']").last.inner_text()
+    expect(page.locator("[data-testid='stMain']")).to_contain_text(
+        "4 of 4 rollouts: 4 judged, 0 errors"
+    )
+    expect(page.locator("[data-testid='stCode']").last).to_contain_text("model=judge-1")
+    assert "model=judge-1" in page.url
