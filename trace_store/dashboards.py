@@ -274,17 +274,13 @@ def refresh_summaries(store: Store, *, force: bool = False) -> bool:
     return True
 
 
-def _sources(store: Store) -> dict[str, str]:
-    """What each query reads a summary from: the table when it is current, else its SELECT."""
+def _sources(store: Store, cur: Any) -> dict[str, str]:
+    """What a query reads each summary from: the table when it is current (rebuilding it first
+    if the store changed), else (a read-only store) the summary's SELECT as a subquery."""
+    if _is_current(cur):
+        return {name: name for name in _SUMMARIES}
     if not store.read_only:
         refresh_summaries(store)
-        return {name: name for name in _SUMMARIES}
-    cur = store.cursor()
-    try:
-        current = _is_current(cur)
-    finally:
-        cur.close()
-    if current:
         return {name: name for name in _SUMMARIES}
     return {name: f"({select.format(calls=f'({_CALLS})')})" for name, select in _SUMMARIES.items()}
 
@@ -293,9 +289,10 @@ def _sources(store: Store) -> dict[str, str]:
 
 
 def _query(store: Store, sql: str, params: dict[str, Any]) -> pd.DataFrame:
+    """Run `sql`, whose ``{dash_...}`` placeholders name summaries, on current summaries."""
     cur = store.cursor()
     try:
-        return cur.execute(sql, params).df()
+        return cur.execute(sql.format_map(_sources(store, cur)), params).df()
     finally:
         cur.close()
 
@@ -357,24 +354,18 @@ def _label(frame: pd.DataFrame, ranges: Sequence[tuple[int, int]]) -> pd.DataFra
 
 
 def _covers(
-    store: Store,
-    src: dict[str, str],
-    run_ids: Sequence[str],
-    steps: tuple[int, int],
-    split: str | None,
+    store: Store, run_ids: Sequence[str], steps: tuple[int, int], split: str | None
 ) -> bool:
     """Whether `steps` holds every step of these runs (in this split)."""
     where, params = _summary_filters(run_ids, None, split)
-    cur = store.cursor()
-    try:
-        row = cur.execute(
-            f"SELECT min(step), max(step) FROM {src['dash_steps']} s WHERE {where}", params
-        ).fetchone()
-    finally:
-        cur.close()
-    if not row or row[0] is None:
+    row = _query(
+        store,
+        f"SELECT min(step) AS lo, max(step) AS hi FROM {{dash_steps}} s WHERE {where}",
+        params,
+    ).iloc[0]
+    if pd.isna(row["lo"]):
         return True
-    return int(steps[0]) <= int(row[0]) and int(row[1]) <= int(steps[1])
+    return int(steps[0]) <= int(row["lo"]) and int(row["hi"]) <= int(steps[1])
 
 
 # --- shared ------------------------------------------------------------------------------------
@@ -385,13 +376,12 @@ def run_splits(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
 
     Columns: run_id, split, rollouts, min_step, max_step.
     """
-    src = _sources(store)
     return _query(
         store,
-        f"""
+        """
         SELECT run_id, split, sum(rollouts)::BIGINT AS rollouts, min(step) AS min_step,
                max(step) AS max_step
-        FROM {src["dash_steps"]} s
+        FROM {dash_steps} s
         WHERE list_contains($runs, run_id) AND split <> '*'
         GROUP BY ALL ORDER BY run_id, split
         """,
@@ -401,10 +391,9 @@ def run_splits(store: Store, run_ids: Sequence[str]) -> pd.DataFrame:
 
 def graders(store: Store, run_ids: Sequence[str]) -> list[str]:
     """The grader names of these runs, in name order."""
-    src = _sources(store)
     frame = _query(
         store,
-        f"""SELECT DISTINCT grader FROM {src["dash_graders"]} s
+        """SELECT DISTINCT grader FROM {dash_graders} s
             WHERE list_contains($runs, run_id) ORDER BY 1""",
         {"runs": list(run_ids)},
     )
@@ -441,7 +430,7 @@ def reward_by_step(
         f"""
         SELECT run_id, step, rewarded AS rollouts, reward_mean AS mean, reward_q[{mid}] AS median,
                reward_q[{lo}] AS band_lo, reward_q[{hi}] AS band_hi, zero_share, full_share
-        FROM {_sources(store)["dash_steps"]} s
+        FROM {{dash_steps}} s
         WHERE {where} AND rewarded > 0 ORDER BY run_id, step
         """,
         params,
@@ -470,7 +459,7 @@ def grader_by_step(
         f"""
         SELECT run_id, step, grader, rollouts, mean, score_q[1] AS p10, score_q[2] AS p90,
                weight, contribution
-        FROM {_sources(store)["dash_graders"]} s
+        FROM {{dash_graders}} s
         WHERE {where} ORDER BY run_id, grader, step
         """,
         params,
@@ -495,7 +484,7 @@ def prompt_spread_by_step(
         f"""
         SELECT run_id, step, prompts, prompts_same, prompts_same / prompts AS same_share,
                mean_spread, mean_std
-        FROM {_sources(store)["dash_steps"]} s
+        FROM {{dash_steps}} s
         WHERE {where} AND prompts > 0 ORDER BY run_id, step
         """,
         params,
@@ -553,7 +542,7 @@ def tool_calls_histogram(
         f"""
         WITH counts AS (
             SELECT run_id, {case} AS rg, n_tool_calls, sum(rollouts) AS rollouts
-            FROM {_sources(store)["dash_calls"]} s
+            FROM {{dash_calls}} s
             WHERE {where} AND rg IS NOT NULL
             GROUP BY ALL
         )
@@ -583,7 +572,7 @@ def tool_calls_by_step(
                calls_q[3] AS calls_p99, calls_max, calls_mean, turns_mean, turns_p50,
                calls::BIGINT AS calls, parallel_calls::BIGINT AS parallel_calls,
                CASE WHEN calls > 0 THEN parallel_calls / calls END AS parallel_share
-        FROM {_sources(store)["dash_steps"]} s
+        FROM {{dash_steps}} s
         WHERE {where} ORDER BY run_id, step
         """,
         params,
@@ -604,7 +593,7 @@ def tool_usage(
         f"""
         WITH per_tool AS (
             SELECT run_id, tool_name, sum(calls) AS calls, sum(errors) AS errors
-            FROM {_sources(store)["dash_tools"]} s WHERE {where} GROUP BY ALL
+            FROM {{dash_tools}} s WHERE {where} GROUP BY ALL
         )
         SELECT run_id, tool_name, calls::BIGINT AS calls, errors::BIGINT AS errors,
                errors / calls AS error_rate,
@@ -628,7 +617,7 @@ def tool_share_by_step(
         f"""
         WITH per_tool AS (
             SELECT run_id, step, tool_name, sum(calls) AS calls
-            FROM {_sources(store)["dash_tools"]} s WHERE {where} GROUP BY ALL
+            FROM {{dash_tools}} s WHERE {where} GROUP BY ALL
         )
         SELECT run_id, step, tool_name, calls::BIGINT AS calls,
                calls / sum(calls) OVER (PARTITION BY run_id, step) AS share
@@ -658,7 +647,7 @@ def budget_by_step(
         WITH per_step AS (
             SELECT run_id, step, sum(rollouts) AS rollouts,
                    coalesce(sum(rollouts) FILTER (WHERE n_tool_calls > $budget), 0) AS over
-            FROM {_sources(store)["dash_calls"]} s WHERE {where} GROUP BY ALL
+            FROM {{dash_calls}} s WHERE {where} GROUP BY ALL
         )
         SELECT run_id, step, rollouts::BIGINT AS rollouts, over::BIGINT AS over,
                over / rollouts AS over_share
@@ -690,7 +679,7 @@ def budget_reward(
             SELECT run_id, CASE WHEN n_tool_calls > $budget THEN 'over' ELSE 'within' END AS side,
                    sum(rollouts) AS rollouts, sum(rewarded) AS rewarded,
                    sum(reward_sum) AS reward_sum
-            FROM {_sources(store)["dash_calls"]} s WHERE {where} GROUP BY ALL
+            FROM {{dash_calls}} s WHERE {where} GROUP BY ALL
         ), sides AS (
             SELECT DISTINCT p.run_id, v.side FROM per_side p, (VALUES ('within'), ('over')) v(side)
         )
@@ -724,7 +713,7 @@ def reward_by_tool_calls(
         WITH per_bin AS (
             SELECT run_id, least(n_tool_calls, $max_bin) AS n_tool_calls,
                    sum(rewarded) AS n, sum(reward_sum) AS total, sum(reward_sq_sum) AS sq
-            FROM {_sources(store)["dash_calls"]} s WHERE {where} GROUP BY ALL
+            FROM {{dash_calls}} s WHERE {where} GROUP BY ALL
         )
         SELECT run_id, n_tool_calls, n::BIGINT AS rollouts, total / n AS mean_reward,
                sqrt(greatest(sq / n - (total / n) * (total / n), 0)) AS std_reward
@@ -750,7 +739,7 @@ def latency_by_step(
         f"""
         SELECT run_id, step, timed AS rollouts, latency_q[1] AS p50, latency_q[2] AS p90,
                latency_q[3] AS p99, latency_max AS max
-        FROM {_sources(store)["dash_steps"]} s
+        FROM {{dash_steps}} s
         WHERE {where} AND timed > 0 ORDER BY run_id, step
         """,
         params,
@@ -777,7 +766,7 @@ def latency_ccdf(
         f"""
         WITH bins AS (
             SELECT run_id, {case} AS rg, bin, sum(rollouts) AS rollouts, max(max_ms) AS max_ms
-            FROM {_sources(store)["dash_latency_bins"]} s
+            FROM {{dash_latency_bins}} s
             WHERE {where} AND rg IS NOT NULL GROUP BY ALL
         ), cum AS (
             SELECT run_id, rg, bin, max_ms,
@@ -807,9 +796,8 @@ def tool_latency(
 
     Columns: run_id, tool_name, calls, p50, p90, p99, max. Slowest p99 first.
     """
-    src = _sources(store)
     table = "dash_tool_bins"
-    if steps is None or _covers(store, src, run_ids, steps, split):
+    if steps is None or _covers(store, run_ids, steps, split):
         table, steps = "dash_tool_bins_all", None  # every step: the per-run histogram suffices
     where, params = _summary_filters(run_ids, steps, split)
     return _query(
@@ -817,7 +805,7 @@ def tool_latency(
         f"""
         WITH bins AS (
             SELECT run_id, tool_name, bin, sum(calls) AS calls, max(max_ms) AS max_ms
-            FROM {src[table]} s WHERE {where} GROUP BY ALL
+            FROM {{{table}}} s WHERE {where} GROUP BY ALL
         ), cum AS (
             SELECT run_id, tool_name, bin,
                    sum(calls) OVER (PARTITION BY run_id, tool_name ORDER BY bin) AS upto,
@@ -860,7 +848,7 @@ def slowest_rollouts(
         f"""
         SELECT run_id, rollout_id, step, rollout_split AS split, prompt_id, latency_ms,
                n_tool_calls, n_turns, reward, status
-        FROM {_sources(store)["dash_slowest"]} s WHERE {where}
+        FROM {{dash_slowest}} s WHERE {where}
         ORDER BY latency_ms DESC, run_id, rollout_id
         LIMIT $limit
         """,
@@ -887,7 +875,7 @@ def tokens_by_step(
                reasoning_q[2] AS reasoning_p90,
                CASE WHEN token_reward_total > 0 THEN output_total / token_reward_total END
                    AS tokens_per_reward
-        FROM {_sources(store)["dash_steps"]} s
+        FROM {{dash_steps}} s
         WHERE {where} AND with_tokens > 0 ORDER BY run_id, step
         """,
         params,
