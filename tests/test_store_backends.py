@@ -240,3 +240,39 @@ def test_cached_screens_see_another_processs_import_on_the_next_rerun(
         store_access.get_store().close()
         store_access._open.clear()
         store_access.after_import()
+
+
+# -- moving an embedded store to DuckLake ------------------------------------------------------
+@pytest.mark.embedded_only
+def test_migrate_store_copies_an_embedded_store_into_a_new_ducklake(demo_store_copy, tmp_path):
+    lake = f"ducklake:{tmp_path / 'meta.ducklake'} DATA_PATH {tmp_path / 'lake-data'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("ROLLSCOPE_DB", None)
+    cli = [sys.executable, "-m", "rollscope.cli", "migrate-store", "--db", str(demo_store_copy)]
+    done = subprocess.run([*cli, "--to", lake], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "rollouts:" in done.stdout and "ROLLSCOPE_DB=" in done.stdout
+
+    tables = ("runs", "rollouts", "events", "grades", "imports", "flags")
+    with open_store(demo_store_copy) as source, open_store(lake) as target:
+        assert target.ducklake
+        for table in tables:
+            count = f"SELECT count(*) FROM {table}"
+            assert (
+                target.cursor().execute(count).fetchone()
+                == source.cursor().execute(count).fetchone()
+            ), table
+        columns = ["run_id", "name", "kind", "rollouts", "steps", "mean_reward"]
+        assert target.list_runs()[columns].equals(source.list_runs()[columns])
+        order = "ORDER BY run_id, rollout_id, seq"
+        events = (
+            f"SELECT run_id, rollout_id, seq, turn, kind, text, duration_ms FROM events {order}"
+        )
+        assert target.query_df(events).equals(source.query_df(events))
+        # the copy is a working store: a new import gets the next import id
+        before = int(target.list_imports()["import_id"].max())
+        target.ingest_file(ROOT / "tests" / "data" / "canonical" / "rollouts_small.jsonl")
+        assert int(target.list_imports()["import_id"].max()) == before + 1
+
+    again = subprocess.run([*cli, "--to", lake], capture_output=True, text=True, env=env)
+    assert again.returncode != 0 and "not empty" in again.stderr
