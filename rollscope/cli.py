@@ -133,6 +133,19 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_migrate_store(args: argparse.Namespace) -> int:
+    from trace_store.backends import parse_target
+    from trace_store.transfer import copy_store
+
+    source = args.db or os.environ.get("ROLLSCOPE_DB") or str(default_db_path())
+    target = parse_target(args.to).describe()
+    print(f"copying {parse_target(source).describe()} into {target}")
+    copied = copy_store(source, args.to, progress=lambda table, rows: print(f"  {table}: {rows:,} rows"))
+    print(f"done: {sum(copied.values()):,} rows in {len(copied)} tables. Serve it with:")
+    print(f"  ROLLSCOPE_DB='{target}' rollscope serve")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rollscope", description=__doc__)
     db_help = f"DuckDB store file (default: $ROLLSCOPE_DB or {default_db_path()})"
@@ -179,6 +192,17 @@ def build_parser() -> argparse.ArgumentParser:
         q.add_argument("--api-key", help=api_help["api_key"])
         q.add_argument("--base-url", help=api_help["base_url"])
         q.set_defaults(func=cmd_pull)
+
+    p = sub.add_parser(
+        "migrate-store", help="copy the whole store into a new one, e.g. a shared DuckLake (docs/deploy.md)"
+    )
+    p.add_argument("--db", help=db_help + " to copy from")
+    p.add_argument(
+        "--to",
+        required=True,
+        help="the new, empty store: 'ducklake:postgres:dbname=... host=... DATA_PATH <folder or URL>' or a file",
+    )
+    p.set_defaults(func=cmd_migrate_store)
 
     p = sub.add_parser("formats", help="list the trace formats Rollscope reads")
     p.set_defaults(func=cmd_formats)
