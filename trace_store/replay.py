@@ -295,8 +295,8 @@ def ensure_search_index(store: Store) -> bool:
     Returns True when a fresh index is available, False when search must scan (a read-only
     store, or no fts extension).
     """
-    if store.read_only or not _fts_loaded(store):
-        return False
+    if store.read_only or store.ducklake or not _fts_loaded(store):
+        return False  # DuckLake cannot hold the fts index's tables: scan there
     if search_index_state(store) == "fresh":
         return True
     with store.transaction() as cur:
