@@ -11,7 +11,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from rollscope.ui import render, store_access
+from rollscope.ui import access, render, store_access
 from rollscope.ui.navigation import PageSpec, navigation
 
 PAGES = [
@@ -28,6 +28,8 @@ PAGES = [
 ]
 
 st.set_page_config(page_title="Rollscope", layout="wide")
+# Optional sign-in (off unless configured): nothing below runs for a visitor who is not signed in.
+identity = access.require(PAGES, Path(__file__).parent)
 page = navigation(PAGES, Path(__file__).parent)
 
 with st.sidebar:
@@ -39,5 +41,6 @@ with st.sidebar:
         st.stop()
     st.caption(f"Store: {render.escape_markdown(str(store.path))}")
     st.caption(f"{len(runs):,} run{'s' if len(runs) != 1 else ''}")
+    access.sidebar(identity)
 
 page.run()
