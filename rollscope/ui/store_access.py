@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pandas as pd
@@ -32,11 +31,6 @@ def _open(path: str | None) -> Store:
 def get_store() -> Store:
     """The store this app serves: ``$ROLLSCOPE_DB`` or the store's default file."""
     return _open(os.environ.get(DB_ENV) or None)
-
-
-def store_path() -> Path:
-    """Where the served store lives on disk (shown in the sidebar)."""
-    return Path(get_store().path)
 
 
 DATA_VERSION_TTL_S = 1.0
