@@ -105,8 +105,13 @@ query = replay.RolloutQuery(
 )
 try:
     if search and replay.search_index_state(store) != "fresh":
-        with st.spinner("Building the search index (once after each import)…"):
-            replay.ensure_search_index(store)
+        with st.spinner("Updating the search index after the last import…"):
+            indexed = replay.prepare_search_index(store)
+        if not indexed:
+            st.caption(
+                "The search index is being rebuilt after the last import; until it is done, "
+                "searches read every trajectory, which is slower."
+            )
     total = count_of(query)
 except TraceStoreError as exc:
     render.show_error(exc)

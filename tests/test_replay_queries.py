@@ -204,6 +204,17 @@ def test_search_index_is_rebuilt_after_an_import(store):
     assert R.search_index_state(store) == "fresh"
 
 
+def test_a_big_store_searches_by_scanning_while_the_index_is_rebuilt(store, monkeypatch):
+    monkeypatch.setattr(R, "SYNC_REBUILD_MAX_ROLLOUTS", 5)  # this store counts as big
+    assert R.search_index_state(store) == "missing"
+    q = R.RolloutQuery(search="zebrafish")
+    assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]  # answered at once, by a scan
+    R._REBUILDS[store].join()
+    assert R.search_index_state(store) == "fresh"
+    assert not R.search_index_rebuilding(store)
+    assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]
+
+
 def test_a_read_only_store_is_searched_by_scanning(store_file):
     with open_store(store_file, read_only=True) as ro:
         assert ids(R.list_rollouts(ro, R.RolloutQuery(search="zebrafish"))) == ["p1-s1-1"]

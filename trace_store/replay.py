@@ -7,15 +7,19 @@ rollouts raise `RunNotFound` / `RolloutNotFound` with a sentence a user can act 
 Full-text search: one document a rollout (reasoning, messages, tool names, arguments, outputs,
 errors, the final answer) in ``search_docs``, indexed by DuckDB's ``fts`` extension. The index
 is static, so it is rebuilt lazily: the first search after the store changed rebuilds it
-(`ensure_search_index`). A read-only store, or one where the extension cannot load, is
-scanned instead (same word semantics, slower). Measured in bench/replay.py.
+(`prepare_search_index`): at once on a small store, in a background thread on a big one, whose
+searches scan the trajectories until it is done. A read-only store, or one where the
+extension cannot load, is always scanned (same word semantics, slower). Measured in
+bench/replay.py.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import logging
 import re
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +31,8 @@ import pandas as pd
 
 from .errors import RolloutNotFound, RunNotFound, TraceStoreError
 from .store import Store
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "SORTS",
@@ -49,6 +55,7 @@ __all__ = [
     "grade_anchors",
     "group_turns",
     "list_rollouts",
+    "prepare_search_index",
     "prompt_deltas",
     "prompt_group",
     "prompt_history",
@@ -58,6 +65,7 @@ __all__ = [
     "rollout_index",
     "rollout_neighbours",
     "run_pair_refs",
+    "search_index_rebuilding",
     "search_index_state",
     "step_pair_refs",
     "tool_timeline",
@@ -261,6 +269,11 @@ def _store_fingerprint(cur: duckdb.DuckDBPyConnection) -> tuple[int, int, int | 
     return int(row[0]), int(row[1]), None if row[2] is None else int(row[2])
 
 
+def _store_fingerprint_rollouts(store: Store) -> int:
+    row = _one(store, "SELECT count(*) FROM rollouts")
+    return int(row[0]) if row else 0
+
+
 def search_index_state(store: Store) -> Literal["fresh", "stale", "missing"]:
     """Whether the full-text index covers the store as it is now."""
     cur = store.cursor()
@@ -289,18 +302,27 @@ def _fts_loaded(store: Store) -> bool:
     return _FTS_LOADED[store]
 
 
-def ensure_search_index(store: Store) -> bool:
-    """Rebuild the full-text index if the store changed since it was built.
+#: Up to this many rollouts the index is rebuilt while the searcher waits (seconds); above,
+#: it is rebuilt in a background thread and searches scan until it is done.
+SYNC_REBUILD_MAX_ROLLOUTS = 50_000
 
-    Returns True when a fresh index is available, False when search must scan (a read-only
-    store, or no fts extension).
-    """
-    if store.read_only or store.ducklake or not _fts_loaded(store):
-        return False  # DuckLake cannot hold the fts index's tables: scan there
-    if search_index_state(store) == "fresh":
-        return True
+_REBUILDS: weakref.WeakKeyDictionary[Store, threading.Thread] = weakref.WeakKeyDictionary()
+
+
+def search_index_rebuilding(store: Store) -> bool:
+    """Whether a background rebuild of the full-text index is running."""
+    thread = _REBUILDS.get(store)
+    return thread is not None and thread.is_alive()
+
+
+def _rebuild_search_index(store: Store) -> None:
     with store.transaction() as cur:
         fingerprint = _store_fingerprint(cur)
+        built = cur.execute(
+            "SELECT rollouts, events, last_import_id FROM search_index_state"
+        ).fetchone()
+        if built is not None and tuple(built) == fingerprint:
+            return  # another thread rebuilt it while this one waited for the lock
         cur.execute("DELETE FROM search_docs")
         cur.execute(
             "INSERT INTO search_docs SELECT row_number() OVER () AS doc_id, run_id, rollout_id, doc"
@@ -315,14 +337,55 @@ def ensure_search_index(store: Store) -> bool:
             "INSERT INTO search_index_state (rollouts, events, last_import_id) VALUES (?, ?, ?)",
             list(fingerprint),
         )
-    return True
+
+
+def _rebuild_in_background(store: Store) -> None:
+    try:
+        _rebuild_search_index(store)
+    except Exception:  # the next search tries again; searches scan meanwhile
+        log.exception("Rebuilding the full-text index failed")
+
+
+def ensure_search_index(store: Store, *, wait: bool = True) -> bool:
+    """Make the full-text index cover the store as it is now; True when it does.
+
+    With ``wait=False`` a stale index is rebuilt in a background thread and this returns
+    False at once (search by scanning meanwhile). False also for a read-only store or
+    without the fts extension.
+    """
+    if store.read_only or not _fts_loaded(store):
+        return False
+    if search_index_state(store) == "fresh":
+        return True
+    running = _REBUILDS.get(store)
+    if running is not None and running.is_alive():
+        if not wait:
+            return False
+        running.join()
+        return search_index_state(store) == "fresh"
+    if wait:
+        _rebuild_search_index(store)
+        return True
+    thread = threading.Thread(
+        target=_rebuild_in_background, args=(store,), name="rollscope-fts", daemon=True
+    )
+    _REBUILDS[store] = thread
+    thread.start()
+    return False
+
+
+def prepare_search_index(store: Store) -> bool:
+    """What a search does first: a small store's stale index is rebuilt now; a big one's in
+    the background (True when the index can serve this search)."""
+    small = _store_fingerprint_rollouts(store) <= SYNC_REBUILD_MAX_ROLLOUTS
+    return ensure_search_index(store, wait=small)
 
 
 def _search_filter(store: Store, text: str) -> tuple[str, list[Any]]:
     words, phrases = _parse_search(text or "")
     if not words and not phrases:
         return "true", []
-    if ensure_search_index(store):
+    if prepare_search_index(store):
         clauses = ["fts_main_search_docs.match_bm25(d.doc_id, ?, conjunctive := 1) IS NOT NULL"]
         params: list[Any] = [" ".join(words)]
         clauses += ["contains(lower(d.doc), ?)" for _ in phrases]
