@@ -178,6 +178,19 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         );
         """,
     ),
+    (
+        5,
+        "replay: an incremental inverted index (word -> document) for full-text search",
+        """
+        CREATE TABLE search_terms (
+            term VARCHAR NOT NULL,
+            doc_id BIGINT NOT NULL
+        );
+        ALTER TABLE search_docs ADD COLUMN doc_key UBIGINT;
+        DELETE FROM search_docs;
+        DELETE FROM search_index_state;
+        """,
+    ),
 ]
 
 
