@@ -258,9 +258,15 @@ def main(argv: list[str] | None = None) -> int:
         row("ours throughput", round(size_mb / ours_s, 1), "MB/s"),
     ]
     big = args.size >= 1_000_000
-    peak_target = f"< {TARGET_PEAK_5GB_MB} MB" if big else f"< {size_mb:,.0f} MB (file size)"
-    peak_ok = peak < (TARGET_PEAK_5GB_MB if big else size_mb)
-    rows.append(row("ours peak memory (RSS)", round(peak), "MB", peak_target, peak_ok))
+    # The memory targets are for multi-GB files (issue 7: < 2 GB for 5 GB; issue 2: well under the
+    # file's size); an import runs under a 1 GB DuckDB memory_limit and spills beyond it.
+    if big:
+        target = min(TARGET_PEAK_5GB_MB, size_mb / 2)
+        rows.append(
+            row("ours peak memory (RSS)", round(peak), "MB", f"< {target:,.0f}", peak < target)
+        )
+    else:
+        rows.append(row("ours peak memory (RSS)", round(peak), "MB"))
     if refs:
         ref_s = median([r["seconds"] for r in refs])
         ratio = ours_s / ref_s
