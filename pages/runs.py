@@ -5,10 +5,12 @@ from __future__ import annotations
 import streamlit as st
 
 from rollscope.ui import (
+    access,
     import_panel,
     mapping_panel,
     navigation,
     pull_panel,
+    run_admin,
     store_access,
     view_state,
 )
@@ -19,16 +21,21 @@ store = store_access.get_store()
 runs = store_access.list_runs()
 
 if runs.empty:
-    import_panel.demo_offer(store)
+    if access.can_modify():
+        import_panel.demo_offer(store)
 else:
     table, columns = runs_table(runs)
     chosen = view_state.table_selection(
         "runs", table, list(table["run id"]), column_config=columns, hide_index=True
     )
     run_links(navigation.registered(), chosen)
+    run_admin.delete_control(store, runs, chosen)
 
 st.subheader("Import trace files")
 import_panel.last_results()
-import_panel.uploader(store)
-pull_panel.show(store)
-mapping_panel.show(store)
+if access.can_modify():
+    import_panel.uploader(store)
+    pull_panel.show(store)
+    mapping_panel.show(store)
+else:
+    st.info(access.modify_denied_message(), icon=":material/lock:")
