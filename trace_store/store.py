@@ -436,7 +436,10 @@ def _memory_limit(con: duckdb.DuckDBPyConnection, limit: str) -> Iterator[None]:
     try:
         yield
     finally:
-        if before:
+        # The setting reads back rounded ("18.8 GiB"): reset to the default when that was it.
+        con.execute("RESET GLOBAL memory_limit")
+        row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        if before and (not row or str(row[0]) != before):
             con.execute(f"SET GLOBAL memory_limit = '{before}'")
 
 
