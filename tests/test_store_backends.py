@@ -276,3 +276,22 @@ def test_migrate_store_copies_an_embedded_store_into_a_new_ducklake(demo_store_c
 
     again = subprocess.run([*cli, "--to", lake], capture_output=True, text=True, env=env)
     assert again.returncode != 0 and "not empty" in again.stderr
+
+
+def test_an_import_lowers_the_memory_limit_only_while_it_runs(tmp_path, monkeypatch):
+    seen: list[str] = []
+    with open_store(tmp_path / "limit.duckdb") as store:
+        before = store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        monkeypatch.setenv("ROLLSCOPE_INGEST_MEMORY_LIMIT", "700MB")
+
+        def progress(done: int, total: int) -> None:
+            cur = store.cursor()
+            seen.append(cur.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+            cur.close()
+
+        store.ingest_file(
+            ROOT / "tests" / "data" / "canonical" / "rollouts_small.jsonl", progress=progress
+        )
+        after = store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    assert after == before
+    assert any(value.startswith("667") or value.startswith("700") for value in seen), seen
