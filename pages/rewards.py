@@ -43,7 +43,7 @@ event = st.plotly_chart(
 )
 clicked = filters_ui.clicked_step(event, step, CURVE)
 if clicked != step:
-    view_state.write_param("step", clicked)
+    filters_ui.select_step(clicked)
     st.rerun()
 
 if step is None:

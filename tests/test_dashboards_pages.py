@@ -209,3 +209,21 @@ def test_an_empty_store_points_to_the_runs_page(store_path, monkeypatch, screen)
     assert "No runs in the store yet" in at.info[0].value
     assert "Runs page" in at.info[0].value
     assert not at.get("plotly_chart")
+
+
+def test_changing_runs_moves_the_step_range_and_drops_a_vanished_step_quietly(demo_db, monkeypatch):
+    at = open_screen(
+        demo_db, monkeypatch, "rewards", runs=["demo-baseline", "demo-train"], split="all", step="0"
+    )
+    assert param(at, "steps") == ["0-12"] and param(at, "step") == ["0"]
+
+    widget(at, "multiselect", "Runs").set_value(["demo-train"]).run()
+
+    assert not at.warning, [w.value for w in at.warning]
+    assert param(at, "steps") == ["1-12"]  # the whole range stays the whole range
+    assert widget(at, "slider", "Steps").value == (1, 12)
+    assert "step" not in at.query_params  # step 0 was the baseline's only
+    widget(at, "slider", "Steps").set_value((3, 6)).run()
+    widget(at, "multiselect", "Runs").set_value(["demo-baseline"]).run()
+    assert not at.warning, [w.value for w in at.warning]
+    assert param(at, "steps") == ["0-0"]

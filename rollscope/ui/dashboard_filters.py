@@ -21,7 +21,8 @@ SPLIT_CHOICES = ("all", "train", "eval")
 BAND_CHOICES = {"10-90": (0.1, 0.9), "25-75": (0.25, 0.75), "5-95": (0.05, 0.95)}
 _BOUNDS = "dash.step_bounds"  # session keys: the step bounds and `steps` value of the last run
 _WRITTEN = "dash.steps_written"
-_SEEN = "dash.seen"  # a dashboard screen has run in this session
+_SEEN = "dash.seen"
+_STEP_WRITTEN = "dash.step_written"  # a dashboard screen has run in this session
 
 
 @dataclass(frozen=True)
@@ -235,10 +236,26 @@ def selected_step(filters: Filters, present: set[int]) -> int | None:
             raise view_state.BadParam(f"step {value} has no rollouts in this view")
         return value
 
+    raw = view_state.raw_values("step")
+    if raw and raw == st.session_state.get(_STEP_WRITTEN):
+        # The step this screen selected; if the filters changed so that it is gone, drop it
+        # quietly (a pasted link with such a step still warns).
+        try:
+            if int(raw[-1]) not in present:
+                view_state.write_param("step", None)
+        except ValueError:
+            pass
     value = view_state.read_param("step", parse, None, describe=lambda _: "no step")
     if value is None and view_state.raw_values("step"):
         view_state.write_param("step", None)
+    st.session_state[_STEP_WRITTEN] = view_state.raw_values("step")
     return value
+
+
+def select_step(step: int | None) -> None:
+    """Put the step clicked on the reward curve (or none) in the URL."""
+    view_state.write_param("step", step)
+    st.session_state[_STEP_WRITTEN] = view_state.raw_values("step")
 
 
 def clicked_step(event: object, current: int | None, key: str) -> int | None:

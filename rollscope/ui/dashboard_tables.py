@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from rollscope.ui import navigation, view_state
-from rollscope.ui.dashboard_filters import Filters
+from rollscope.ui.dashboard_filters import Filters, select_step
 
 
 def replay_links(rows: pd.DataFrame) -> list[str]:
@@ -46,7 +46,7 @@ def step_rollouts_table(view: Filters, step: int, rows: pd.DataFrame) -> None:
     head, clear = st.columns([5, 1], vertical_alignment="bottom")
     head.subheader(f"Step {step}: {len(rows):,} rollouts, best reward first")
     if clear.button("Clear", icon=":material/close:", key="rewards.clear_step"):
-        view_state.write_param("step", None)
+        select_step(None)
         st.rerun()
     if len(view.run_ids) == 1 and any(s.url_path == "rollouts" for s in navigation.registered()):
         st.link_button(
