@@ -15,10 +15,13 @@ URI; the two diverge at turn 101), imported through `Store.ingest_records`. Time
 - reference, same run: reading the whole rollout naively (``SELECT * FROM events``, all text).
 Target: under 500 ms each (server time).
 
-Part 2, search: N rollouts (the demo's trajectories repeated with new ids, ~17 items each),
-the lazy full-text index rebuild, and three searches (rare, medium, common word) each way:
-the fts index (what the app does), a scan of the same documents (the fallback), and
-``ILIKE`` over a per-rollout text column (the alternative design).
+Part 2, search: N rollouts (the demo's trajectories repeated with new ids, ~17 items each):
+building the word index from scratch, updating it after an import of 2,000 rollouts, and
+searches (a rare, a medium and a common word, two words) through the index (what the app
+does), against ``ILIKE`` over a per-rollout text column (the alternative design) and the scan
+a read-only store falls back to. (DuckDB's fts extension, measured on the same 200k store
+while the machine was loaded: 681 s to build, which every import would repeat; 1.6-2.8 s a
+query. See trace_store/replay.py.)
 Results go to bench/results/replay.json.
 """
 
@@ -246,7 +249,12 @@ def build_search_store(path: Path, size: int) -> None:
         print(f"  {n:,} rollouts (the demo x {copies + 1}) in {time.perf_counter() - t0:.1f} s")
 
 
-SEARCHES = {"rare": "terminated", "medium": "timezone", "common": "tests"}
+SEARCHES = {
+    "rare": "terminated",
+    "medium": "timezone",
+    "common": "tests",
+    "two words": "sandbox terminated",
+}
 
 
 def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
@@ -258,38 +266,55 @@ def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
         partial.rename(db)
     rows = []
     with open_store(db) as store:
+        cur = store.cursor()
         n = R.count_rollouts(store, R.RolloutQuery())
-        store.cursor().execute("DELETE FROM search_index_state")
+        # From scratch: every rollout is new to the index.
+        for table in ("search_index_state", "search_terms", "search_docs"):
+            cur.execute(f"DELETE FROM {table}")
         build_ms, _ = timed(lambda: R.ensure_search_index(store))
-        docs_mb = (
-            store.cursor().execute("SELECT sum(length(doc)) / 1e6 FROM search_docs").fetchone()[0]
-        )  # type: ignore[index]
+        docs_mb = cur.execute("SELECT sum(length(doc)) / 1e6 FROM search_docs").fetchone()[0]  # type: ignore[index]
         rows.append(
-            row(
-                f"search index rebuild ({n:,} rollouts, {docs_mb:,.0f} MB text)",
-                build_ms / 1000,
-                "s",
-            )
+            row(f"search index, full build ({n:,} rollouts, {docs_mb:,.0f} MB text)",
+                build_ms / 1000, "s")
+        )  # fmt: skip
+        # After an import of 2,000 rollouts: only those are indexed.
+        cur.execute(
+            "INSERT INTO rollouts SELECT r.* REPLACE (r.rollout_id || '+new' AS rollout_id)"
+            " FROM rollouts r WHERE r.rollout_id NOT LIKE '%~%' LIMIT 2000"
         )
-        for label, word in SEARCHES.items():
-            q = R.RolloutQuery(search=word, sort="reward", descending=True)
+        cur.execute(
+            "INSERT INTO events SELECT e.* REPLACE (e.rollout_id || '+new' AS rollout_id)"
+            " FROM events e WHERE e.rollout_id IN (SELECT replace(rollout_id, '+new', '')"
+            " FROM rollouts WHERE rollout_id LIKE '%+new')"
+        )
+        update_ms, _ = timed(lambda: R.prepare_search_index(store))
+        rows.append(row("search index, update after 2,000 new rollouts", update_ms / 1000, "s"))
+        for label, words in SEARCHES.items():
+            q = R.RolloutQuery(search=words, sort="reward", descending=True)
             ms, hits = timed(lambda q=q: R.count_rollouts(store, q), 3)
             page_ms, _ = timed(lambda q=q: R.list_rollouts(store, q, limit=50), 3)
-            rows.append(row(f"fts count, {label} word ({hits:,} hits)", ms, "ms"))
-            rows.append(row(f"fts first page, {label} word", page_ms, "ms"))
+            ok = page_ms < TARGET_MS
+            rows.append(row(f"index: count, {label} ({hits:,} hits)", ms, "ms"))
+            rows.append(
+                row(
+                    f"index: first page sorted by reward, {label}",
+                    page_ms,
+                    "ms",
+                    f"< {TARGET_MS}",
+                    ok,
+                )
+            )
             ilike_ms, _ = timed(
-                lambda word=word: (
-                    store.cursor()
-                    .execute("SELECT count(*) FROM search_docs WHERE doc ILIKE ?", [f"%{word}%"])
-                    .fetchone()
-                ),
+                lambda words=words: cur.execute(
+                    "SELECT count(*) FROM search_docs WHERE doc ILIKE ?", [f"%{words}%"]
+                ).fetchone(),
                 1,
             )
-            rows.append(row(f"ILIKE column, {label} word", ilike_ms, "ms"))
+            rows.append(row(f"alternative, ILIKE on a text column: {label}", ilike_ms, "ms"))
     with open_store(db, read_only=True) as ro:
-        for label, word in SEARCHES.items():
-            ms, _ = timed(lambda word=word: R.count_rollouts(ro, R.RolloutQuery(search=word)), 1)
-            rows.append(row(f"scan fallback (read-only store), {label} word", ms, "ms"))
+        for label, words in list(SEARCHES.items())[:1]:
+            ms, _ = timed(lambda words=words: R.count_rollouts(ro, R.RolloutQuery(search=words)), 1)
+            rows.append(row(f"scan (read-only store or index updating), {label}", ms, "ms"))
     return rows
 
 

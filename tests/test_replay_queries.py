@@ -204,12 +204,52 @@ def test_search_index_is_rebuilt_after_an_import(store):
     assert R.search_index_state(store) == "fresh"
 
 
+def test_the_index_follows_new_changed_and_deleted_rollouts_incrementally(store):
+    def docs() -> dict[str, int]:
+        rows = store.cursor().execute("SELECT rollout_id, doc_id FROM search_docs").fetchall()
+        return dict(rows)
+
+    assert R.count_rollouts(store, R.RolloutQuery(search="platypus")) == 0
+    before = docs()
+    assert len(before) == 12
+    # Items merged into an existing rollout by an event-a-line upload: that rollout is re-indexed.
+    store.ingest_records(
+        [
+            {
+                "run_id": "rft",
+                "rollout_id": "p2-s1-0",
+                "item": {"type": "message", "role": "assistant", "content": "a platypus!"},
+            }
+        ],
+        display_name="late items",
+    )
+    assert R.search_index_state(store) == "stale"
+    assert ids(R.list_rollouts(store, R.RolloutQuery(search="Platypus"))) == ["p2-s1-0"]
+    after = docs()
+    assert after["p2-s1-0"] != before["p2-s1-0"]
+    assert {k: v for k, v in after.items() if k != "p2-s1-0"} == {
+        k: v for k, v in before.items() if k != "p2-s1-0"
+    }  # the others were not touched
+    # A deleted run leaves the index.
+    store.delete_run("base")
+    assert R.count_rollouts(store, R.RolloutQuery(search="hmm")) == 0
+    assert not {"b-p1", "b-p2", "b-p3"} & set(docs())
+    orphans = (
+        store.cursor()
+        .execute(
+            "SELECT count(*) FROM search_terms WHERE doc_id NOT IN (SELECT doc_id FROM search_docs)"
+        )
+        .fetchone()
+    )
+    assert orphans == (0,)
+
+
 def test_a_big_store_searches_by_scanning_while_the_index_is_rebuilt(store, monkeypatch):
-    monkeypatch.setattr(R, "SYNC_REBUILD_MAX_ROLLOUTS", 5)  # this store counts as big
+    monkeypatch.setattr(R, "SYNC_INDEX_MAX_ROLLOUTS", 5)  # this store counts as big
     assert R.search_index_state(store) == "missing"
     q = R.RolloutQuery(search="zebrafish")
     assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]  # answered at once, by a scan
-    R._REBUILDS[store].join()
+    R._UPDATES[store].join()
     assert R.search_index_state(store) == "fresh"
     assert not R.search_index_rebuilding(store)
     assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]
