@@ -399,6 +399,19 @@ def render_group(group: pd.DataFrame, header: Mapping[str, Any]) -> None:
             "Every sample scored the same: this group gives no learning signal (advantage 0).",
             icon=":material/block:",
         )
+    st.page_link(
+        "pages/compare.py",
+        label="Compare the best and the worst sample",
+        icon=":material/compare:",
+        disabled=len(group) < 2,
+        query_params={
+            "preset": "best-worst",
+            "run": run_id,
+            "prompt": str(header.get("prompt_id") or ""),
+            "step": str(header["step"]),
+            "split": str(header.get("split") or ""),
+        },
+    )
     table = group[
         ["rollout_id", "sample_index", "reward", "advantage", "n_tool_calls", "n_turns", "status"]
     ].copy()
