@@ -348,3 +348,23 @@ def test_a_runs_screen_link_with_one_run_compares_it_with_the_baseline(
     assert at.query_params["runs"] == ["demo-baseline", "demo-train"]
     assert len(at.dataframe[0].value) == 8
     assert at.multiselect[0].value == ["demo-baseline", "demo-train"]
+
+
+def test_blobs_become_placeholders_and_arguments_are_pretty_printed():
+    from rollscope.ui.trajectory import pretty_arguments, strip_blobs
+
+    b64 = "QUJD" * 1000  # 4,000 base64 characters = 3,000 bytes
+    assert strip_blobs(f"img: data:image/jpeg;base64,{b64} done") == (
+        "img: [data URI, 3.0 KB, not shown] done"
+    )
+    assert strip_blobs(f"raw {b64}") == "raw [base64 data, 3.0 KB, not shown]"
+    assert strip_blobs(f"cut {b64}", cut=True) == "cut [base64 data, at least 3.0 KB, not shown]"
+    assert (
+        strip_blobs("short QUJD and a_long_identifier_name")
+        == "short QUJD and a_long_identifier_name"
+    )
+    assert pretty_arguments('{"b": 1, "a": [1, 2]}') == (
+        '{\n  "b": 1,\n  "a": [\n    1,\n    2\n  ]\n}',
+        "json",
+    )
+    assert pretty_arguments("not json") == ("not json", None)

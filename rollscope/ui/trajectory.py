@@ -28,7 +28,7 @@ from trace_store.replay import Turn
 SHOWN_CHARS = 2000
 
 _BLOB = re.compile(
-    r"data:[\w.+-]+/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,[A-Za-z0-9+/=\s]+"
+    r"data:[\w.+-]+/[\w.+-]+(?:;[\w.+-]+=[\w.+-]+)*;base64,[A-Za-z0-9+/]+={0,2}"
     r"|(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{400,}={0,2}(?![A-Za-z0-9+/=])"
 )
 
