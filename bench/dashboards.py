@@ -240,7 +240,7 @@ def first_renders(path: Path, steps: int) -> dict[str, float]:
             )
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(300_000)
-            page.goto(url)  # the app's root first (see the report on deep links)
+            page.goto(url)  # the Runs screen first: the server warms up
             page.wait_for_selector("[data-testid='stMain'] h1")
             page.wait_for_function(
                 "() => !document.querySelector(\"[data-testid='stStatusWidget']\")"

@@ -63,10 +63,6 @@ def test_a_shared_rewards_link_opens_that_run_and_view(demo_db, app_server, page
 
 
 def test_the_copy_link_is_the_address_of_the_view(demo_db, app_server, page):
-    # Open the app's root first: on a server whose first request is a deep link, Streamlit runs
-    # the page in its legacy pages/-folder mode, without app.py (reported to the lead).
-    page.goto(app_server)
-    page.get_by_text("Runs", exact=True).first.wait_for()
     page.goto(f"{app_server}/tools?runs=demo-baseline&split=eval&budget=12")
     expect(charts(page).first).to_be_visible(timeout=120_000)
     link = page.locator("[data-testid='stCode']").last.inner_text()
