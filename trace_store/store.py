@@ -41,7 +41,9 @@ ProgressCallback = Callable[[int, int], None]
 
 DEFAULT_DB_ENV = "ROLLSCOPE_DB"
 INGEST_MEMORY_ENV = "ROLLSCOPE_INGEST_MEMORY_LIMIT"
-"""DuckDB's memory_limit while a file is imported (default 1GB; larger files spill to disk)."""
+"""DuckDB's memory_limit while a file is imported (default 1536MB; beyond it the import spills to
+disk). The JSON reader alone holds two buffers of twice the longest allowed line per thread."""
+INGEST_MEMORY_DEFAULT = "1536MB"
 DUCKLAKE_COMMIT_ATTEMPTS = 6
 
 
@@ -344,7 +346,10 @@ class Store:
         report: Callable[[float], None],
         total: int,
     ) -> IngestResult:
-        with self._write_lock, _memory_limit(self._con, os.environ.get(INGEST_MEMORY_ENV, "1GB")):
+        with (
+            self._write_lock,
+            _memory_limit(self._con, os.environ.get(INGEST_MEMORY_ENV) or INGEST_MEMORY_DEFAULT),
+        ):
             cur = self.cursor()
             job = CanonicalIngest(
                 cur, path, name if importer.convert is None else f"{name} (as converted)"
