@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     big = args.size >= 1_000_000
     # The memory targets are for multi-GB files (issue 7: < 2 GB for 5 GB; issue 2: well under the
-    # file's size); an import runs under a 1 GB DuckDB memory_limit and spills beyond it.
+    # file's size); an import runs under a 1.5 GB DuckDB memory_limit and spills beyond it.
     if big:
         target = min(TARGET_PEAK_5GB_MB, size_mb / 2)
         rows.append(
