@@ -138,13 +138,18 @@ BUILTIN_DETECTORS: tuple[Detector, ...] = (
         "or repeats the prompt.",
         f"""
         WITH {_LAST_MESSAGE.strip()},
-        hits AS (
-            SELECT r.run_id, r.rollout_id, r.reference,
-                   r.reference IS NOT NULL AND length(trim(r.reference)) > 0
-                       AND {_norm("r.final_answer")} = {_norm("r.reference")} AS is_reference,
-                   r.prompt IS NOT NULL AND length({_norm("r.prompt")}) >= 20
-                       AND contains({_norm("r.final_answer")}, {_norm("r.prompt")}) AS is_prompt
-            FROM scoped r WHERE r.final_answer IS NOT NULL
+        hits AS MATERIALIZED (
+            -- normalise only where lengths allow a match: regexp_replace on every answer is slow
+            SELECT run_id, rollout_id, reference,
+                   CASE WHEN length(trim(reference)) > 0
+                             AND abs(length(final_answer) - length(reference))
+                                 <= length(reference) / 5 + 5
+                        THEN {_norm("final_answer")} = {_norm("reference")}
+                        ELSE false END AS is_reference,
+                   CASE WHEN length(prompt) >= 20 AND length(final_answer) >= length(prompt)
+                        THEN contains({_norm("final_answer")}, {_norm("prompt")})
+                        ELSE false END AS is_prompt
+            FROM scoped WHERE final_answer IS NOT NULL
         ),
         leaks AS (
             SELECT h.run_id, h.rollout_id, list(e.seq ORDER BY e.seq) AS seqs

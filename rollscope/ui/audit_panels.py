@@ -24,6 +24,7 @@ flags_by_detector = store_access.cached_query(audit.flags_by_detector)
 flag_rate_by_step = store_access.cached_query(audit.flag_rate_by_step)
 flagged_rollouts = store_access.cached_query(audit.flagged_rollouts)
 signal_by_step = store_access.cached_query(audit.signal_by_step)
+run_signals = store_access.cached_query(audit.run_signals)
 baseline_comparison = store_access.cached_query(audit.baseline_comparison)
 verdicts = store_access.cached_query(judge.verdicts)
 judge_vs_reward = store_access.cached_query(judge.judge_vs_reward)
@@ -114,7 +115,7 @@ def flags_panel(store: Store, run_id: str) -> None:
         c1.plotly_chart(charts.flags_by_detector(by_detector), width="stretch")
         c2.plotly_chart(charts.flag_rate_over_steps(flag_rate_by_step(run_id)), width="stretch")
 
-    for signal in audit.run_signals(store, run_id):
+    for signal in run_signals(run_id):
         text = render.escape_markdown(signal.message)
         if signal.raised:
             st.warning(f"**{signal.name.replace('_', ' ')}**: {text}", icon=":material/warning:")
