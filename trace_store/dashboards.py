@@ -80,7 +80,7 @@ BINS_PER_E = 50
 BIN_WIDTH = math.exp(1 / BINS_PER_E) - 1
 
 #: Bump when a summary's SQL changes, so stores built by older code are rebuilt.
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 
 Steps = tuple[int, int] | None
 
@@ -193,11 +193,15 @@ _SUMMARIES: dict[str, str] = {
         ORDER BY 1, 3, 2, 4
     """,
     "dash_tool_bins": f"""
-        SELECT run_id, step, {_SPLIT_KEY} AS split, tool_name, {_bin("duration_ms")} AS bin,
-               count(*) AS calls, max(duration_ms) AS max_ms
-        FROM {{calls}} WHERE duration_ms IS NOT NULL
-        GROUP BY GROUPING SETS ((run_id, step, split, tool_name, bin),
-                                (run_id, step, tool_name, bin))
+        WITH per_split AS (
+            SELECT run_id, step, split, tool_name, {_bin("duration_ms")} AS bin,
+                   count(*) AS calls, max(duration_ms) AS max_ms
+            FROM {{calls}} WHERE duration_ms IS NOT NULL GROUP BY ALL
+        )
+        SELECT * FROM per_split
+        UNION ALL
+        SELECT run_id, step, '*', tool_name, bin, sum(calls), max(max_ms) FROM per_split
+        GROUP BY ALL
         ORDER BY run_id, split, step, tool_name, bin
     """,
     "dash_tool_bins_all": f"""
@@ -215,17 +219,16 @@ _SUMMARIES: dict[str, str] = {
         ORDER BY 1, 3, 2, 4
     """,
     "dash_slowest": f"""
-        WITH timed AS (
-            SELECT run_id, rollout_id, step, split AS rollout_split, prompt_id, latency_ms,
-                   n_tool_calls, n_turns, reward, status, split
+        WITH top AS (
+            SELECT run_id, step, {_SPLIT_KEY} AS split,
+                   max_by({{{{'rollout_id': rollout_id, 'rollout_split': split,
+                            'prompt_id': prompt_id, 'latency_ms': latency_ms,
+                            'n_tool_calls': n_tool_calls, 'n_turns': n_turns, 'reward': reward,
+                            'status': status}}}}, latency_ms, {SLOWEST_KEPT}) AS top
             FROM rollouts WHERE latency_ms IS NOT NULL
-        ), keyed AS (
-            SELECT * FROM timed UNION ALL SELECT * REPLACE ('*' AS split) FROM timed
+            GROUP BY {_GROUPS}
         )
-        SELECT * FROM keyed
-        QUALIFY row_number() OVER (
-            PARTITION BY run_id, step, split ORDER BY latency_ms DESC, rollout_id
-        ) <= {SLOWEST_KEPT}
+        SELECT run_id, step, split, unnest(top, recursive := true) FROM top
         ORDER BY run_id, split, step
     """,
 }
