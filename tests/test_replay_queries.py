@@ -441,5 +441,11 @@ def test_filtered_list_exports(store, tmp_path):
     jsonl = R.export_rollouts(store, q, tmp_path / "l.jsonl", "jsonl")
     lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
     assert [r["rollout_id"] for r in lines] == ["p2-s1-0", "p2-s1-1", "p2-s1-2"]
+    # Batched export gives the same records as one rollout's export, across batches too.
+    everything = R.RolloutQuery(runs=("rft",), sort="reward")
+    batched = list(R._iter_export_records(store, everything, batch=4))
+    assert len(batched) == 9
+    for record in batched:
+        assert record == R.export_rollout_json(store, "rft", record["rollout_id"])
     table = pq.read_table(R.export_rollouts(store, q, tmp_path / "l.parquet", "parquet"))
     assert table.num_rows == 3 and "reward" in table.column_names

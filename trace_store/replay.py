@@ -1008,15 +1008,12 @@ def _iso(value: Any) -> str | None:
     return None if _missing(value) else pd.Timestamp(value).isoformat() + "Z"
 
 
-def export_rollout_json(store: Store, run_id: str, rollout_id: str) -> dict[str, Any]:
-    """The rollout as one canonical record (re-importable with `Store.ingest_records`)."""
-    h = rollout_header(store, run_id, rollout_id)
-    events = _query(
-        store,
-        "SELECT * FROM events WHERE run_id = ? AND rollout_id = ? ORDER BY seq",
-        [run_id, rollout_id],
-    )
-    grades = rollout_grades(store, run_id, rollout_id)
+def _record(
+    h: dict[str, Any], events: list[dict[str, Any]], grades: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A canonical rollout record from a header row (with run name, kind, model), its items
+    in order and its grades."""
+    meta = h.get("metadata")
     usage = {
         k: int(h[k])
         for k in ("input_tokens", "output_tokens", "reasoning_tokens")
@@ -1032,12 +1029,12 @@ def export_rollout_json(store: Store, run_id: str, rollout_id: str) -> dict[str,
         "prompt_id": h.get("prompt_id"),
         "sample_index": None if h.get("sample_index") is None else int(h["sample_index"]),
         "split": h.get("split"),
-        "items": [_item(e) for e in _records(events)],
+        "items": [_item(e) for e in events],
         "reward": h.get("reward"),
         "grades": [
-            {k: v for k, v in g.items() if k != "weighted" and v is not None}
-            | {"name": g["grader"]}
-            for g in _records(grades)
+            {"name": g["grader"]}
+            | {k: g[k] for k in ("score", "weight", "explanation") if g.get(k) is not None}
+            for g in grades
         ],
         "final_answer": h.get("final_answer"),
         "reference": h.get("reference"),
@@ -1046,11 +1043,21 @@ def export_rollout_json(store: Store, run_id: str, rollout_id: str) -> dict[str,
         "ended_at": _iso(h.get("ended_at")),
         "latency_ms": h.get("latency_ms"),
         "usage": usage,
-        "metadata": h.get("metadata") or {},
+        "metadata": (json.loads(meta) if isinstance(meta, str) else meta) or {},
     }
-    for g in record["grades"]:
-        g.pop("grader", None)
     return {k: v for k, v in record.items() if v is not None}
+
+
+def export_rollout_json(store: Store, run_id: str, rollout_id: str) -> dict[str, Any]:
+    """The rollout as one canonical record (re-importable with `Store.ingest_records`)."""
+    h = rollout_header(store, run_id, rollout_id)
+    events = _query(
+        store,
+        "SELECT * FROM events WHERE run_id = ? AND rollout_id = ? ORDER BY seq",
+        [run_id, rollout_id],
+    )
+    grades = rollout_grades(store, run_id, rollout_id)
+    return _record(h, _records(events), _records(grades))
 
 
 def export_rollout_markdown(store: Store, run_id: str, rollout_id: str) -> str:
@@ -1100,15 +1107,44 @@ def export_rollout_markdown(store: Store, run_id: str, rollout_id: str) -> str:
 
 
 def _iter_export_records(
-    store: Store, q: RolloutQuery, batch: int = 200
+    store: Store, q: RolloutQuery, batch: int = 500
 ) -> Iterator[dict[str, Any]]:
+    """Canonical records of the filtered list, in its order; three queries a batch."""
     offset = 0
     while True:
         page = list_rollouts(store, q, limit=batch, offset=offset)
         if page.empty:
             return
-        for run_id, rollout_id in zip(page["run_id"], page["rollout_id"], strict=True):
-            yield export_rollout_json(store, str(run_id), str(rollout_id))
+        keys = [list(k) for k in zip(page["run_id"], page["rollout_id"], strict=True)]
+        wanted = "(run_id, rollout_id) IN (SELECT (k[1], k[2]) FROM unnest(?::VARCHAR[][]) t(k))"
+        headers = {
+            (h["run_id"], h["rollout_id"]): h
+            for h in _records(
+                _query(
+                    store,
+                    "SELECT r.*, u.name AS run_name, u.kind AS run_kind, u.model"
+                    f" FROM rollouts r JOIN runs u USING (run_id) WHERE {wanted}",
+                    [keys],
+                )
+            )
+        }
+        items: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for e in _records(
+            _query(store, f"SELECT * FROM events WHERE {wanted} ORDER BY seq", [keys])
+        ):
+            items.setdefault((e["run_id"], e["rollout_id"]), []).append(e)
+        grades: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for g in _records(
+            _query(
+                store,
+                f"SELECT * FROM grades WHERE {wanted} ORDER BY coalesce(weight, 0) DESC, grader",
+                [keys],
+            )
+        ):
+            grades.setdefault((g["run_id"], g["rollout_id"]), []).append(g)
+        for run_id, rollout_id in keys:
+            key = (run_id, rollout_id)
+            yield _record(headers[key], items.get(key, []), grades.get(key, []))
         offset += batch
 
 
