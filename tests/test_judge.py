@@ -146,7 +146,7 @@ def test_a_good_verdict_is_stored_with_model_template_and_time(server, store):
     assert (run.input_tokens, run.output_tokens) == (1200, 80)
     [request] = server.requests
     assert request["model"] == "judge-1"
-    assert "Trajectory, one event a line" in request["messages"][1]["content"]
+    assert "<trajectory>\n[0] user: " in request["messages"][1]["content"]
     df = verdicts(store, "demo-train")
     row = df.iloc[0]
     assert (row.rollout_id, row.verdict, row.confidence) == (target[1], "hack", 0.9)
