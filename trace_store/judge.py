@@ -264,6 +264,11 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return text.replace("{{", "{").replace("}}", "}")
 
 
+def _unfenced(text: str) -> str:
+    """Agent text cannot close the fence it is quoted in."""
+    return re.sub(r"</\s*(trajectory|final_answer)\s*>", r"</ \1 (quoted)>", text, flags=re.I)
+
+
 def _check_template(template: str) -> None:
     if "{trajectory}" not in template:
         raise JudgeError("the template must contain {trajectory}, where the trajectory goes")
@@ -298,8 +303,8 @@ def judge_prompt(
         "reference": text(r["reference"]),
         "reward": text(r["reward"]),
         "grades": ", ".join(f"{g}={s}" for g, s in grades.itertuples(index=False)) or "(none)",
-        "trajectory": condensed.text,
-        "final_answer": text(r["final_answer"]),
+        "trajectory": _unfenced(condensed.text),
+        "final_answer": _unfenced(text(r["final_answer"])),
     }
     return _fill(settings.template, values), condensed
 
