@@ -7,6 +7,7 @@ line, in any order, in separate uploads) is reassembled and renumbered on each i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -440,33 +441,36 @@ class CanonicalIngest:
     def stage(self, compression: str | None) -> int:
         """Read the file into a temp table. Returns the number of records."""
         columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in COLUMNS.items()) + "}"
-        # The record number is the staged row's rowid: with insertion order preserved (for this
-        # cursor only) the parallel reader stores records in file order, and this is about twice
-        # as fast as WITH ORDINALITY, which serializes the read.
+        read = (
+            f"read_json(?, columns = {columns}, format = 'newline_delimited', compression = ?,"
+            " maximum_object_size = ?)"
+        )
+        params = [str(self.path), compression or "uncompressed", max_line_bytes()]
+        # Fast: the record number is the staged row's rowid. With insertion order preserved (for
+        # this cursor only) the parallel reader stores records in file order, about twice as fast
+        # as WITH ORDINALITY. But order preservation holds batches in memory: a file that may not
+        # fit the memory limit is numbered WITH ORDINALITY instead, which spills.
         try:
-            self.con.execute("SET SESSION preserve_insertion_order = true")
+            if _fits_in_memory(self.con, self.path, compression):
+                self.con.execute("SET SESSION preserve_insertion_order = true")
+                self.con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE stage_raw AS SELECT * FROM {read}", params
+                )
+                self.con.execute("RESET SESSION preserve_insertion_order")
+                # Inside a transaction the rowids of new rows start at a large offset.
+                first, last, count = _rowid_span(self.con)
+                if not count or last - first + 1 == count:
+                    self.con.execute(
+                        "CREATE OR REPLACE TEMP VIEW stage AS"
+                        f" SELECT *, rowid - {first} + 1 AS rec_no FROM stage_raw"
+                    )
+                    return _count(self.con, "SELECT count(*) FROM stage")
             self.con.execute(
                 "CREATE OR REPLACE TEMP TABLE stage_raw AS"
-                f" SELECT * FROM read_json(?, columns = {columns},"
-                " format = 'newline_delimited', compression = ?, maximum_object_size = ?)",
-                [str(self.path), compression or "uncompressed", max_line_bytes()],
+                f" SELECT * RENAME (ordinality AS rec_no) FROM {read} WITH ORDINALITY",
+                params,
             )
-            # Inside a transaction the rowids of new rows start at a large offset.
-            first, last, count = _rowid_span(self.con)
-            if count and last - first + 1 != count:  # not one contiguous run: number explicitly
-                self.con.execute(
-                    "CREATE OR REPLACE TEMP TABLE stage_raw AS"
-                    f" SELECT * EXCLUDE (ordinality) FROM read_json(?, columns = {columns},"
-                    " format = 'newline_delimited', compression = ?, maximum_object_size = ?)"
-                    " WITH ORDINALITY ORDER BY ordinality",
-                    [str(self.path), compression or "uncompressed", max_line_bytes()],
-                )
-                first = _rowid_span(self.con)[0]
-            self.con.execute("RESET SESSION preserve_insertion_order")
-            self.con.execute(
-                "CREATE OR REPLACE TEMP VIEW stage AS"
-                f" SELECT *, rowid - {first} + 1 AS rec_no FROM stage_raw"
-            )
+            self.con.execute("CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM stage_raw")
         except duckdb.Error as exc:
             exact = first_problem(self.path, self.display_name)
             if exact is not None:
@@ -721,6 +725,24 @@ class CanonicalIngest:
             "stage_runs",
         ):
             con.execute(f"DROP TABLE IF EXISTS temp.{table}")
+
+
+_UNITS = {"": 1, "b": 1, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}  # fmt: skip
+
+
+def _fits_in_memory(con: duckdb.DuckDBPyConnection, path: Path, compression: str | None) -> bool:
+    """Whether the staged file surely fits DuckDB's memory limit (half of it, as read)."""
+    row = con.execute("SELECT current_setting('memory_limit')").fetchone()
+    match = re.fullmatch(r"\s*([\d.]+)\s*([A-Za-z]*)\s*", str(row[0]) if row else "")
+    if match is None or match.group(2).lower() not in _UNITS:
+        return False
+    limit = float(match.group(1)) * _UNITS[match.group(2).lower()]
+    try:
+        size = path.stat().st_size * (1 if not compression or compression == "none" else 8)
+    except OSError:
+        return False
+    return size * 2 < limit
 
 
 def _rowid_span(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
