@@ -295,3 +295,28 @@ def test_an_import_lowers_the_memory_limit_only_while_it_runs(tmp_path, monkeypa
         after = store.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]
     assert after == before
     assert any(value.startswith("667") or value.startswith("700") for value in seen), seen
+
+
+def test_files_too_big_for_memory_are_numbered_by_ordinality_with_the_same_results(
+    tmp_path, monkeypatch
+):
+    import trace_store.ingest.canonical as canonical
+
+    good = ROOT / "tests" / "data" / "canonical" / "rollouts_small.jsonl"
+    lines = good.read_text().splitlines()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join([lines[0], lines[1], lines[0]]))  # a rollout id twice
+    results = []
+    for fits in (True, False):
+        monkeypatch.setattr(canonical, "_fits_in_memory", lambda *_, fits=fits: fits)
+        with open_store(tmp_path / f"fits-{fits}.duckdb") as store:
+            with pytest.raises(Exception, match=r"line 3: .* \(first on line 1\)"):
+                store.ingest_file(bad, format="canonical")
+            store.ingest_file(good)
+            results.append(
+                store.query_df(
+                    "SELECT e.*, r.n_turns FROM events e JOIN rollouts r USING (run_id, rollout_id)"
+                    " ORDER BY run_id, rollout_id, seq"
+                ).drop(columns=["import_id"])
+            )
+    assert results[0].equals(results[1])
