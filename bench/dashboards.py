@@ -345,7 +345,10 @@ def main() -> None:
                     rows.append(row(f"  {screen}.{name}", median(values), "ms"))
     if not args.no_browser:
         for what, seconds in first_renders(path, steps).items():
-            rows.append(row(f"first render, {what}", seconds, "s", "< 2", seconds < 2))
+            if "reference" in what:
+                rows.append(row(f"first render, {what}", seconds, "s"))
+            else:
+                rows.append(row(f"first render, {what}", seconds, "s", "< 2", seconds < 2))
     params = {
         "size": args.size,
         "repeat": args.repeat,
