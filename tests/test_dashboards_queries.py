@@ -351,6 +351,18 @@ def test_summaries_are_rebuilt_after_an_import_and_a_deleted_run(tmp_path):
         assert d.run_splits(store, ["A", "B"])["run_id"].unique().tolist() == ["A"]
 
 
+def test_deleting_a_run_removes_its_rows_from_the_summaries_at_once(tmp_path):
+    path = tmp_path / "delete.duckdb"
+    with open_store(path) as store:
+        store.ingest_records(RECORDS, display_name="dash.jsonl")
+        assert not d.slowest_rollouts(store, ["B"]).empty  # summaries built
+        store.delete_run("B")
+        for table in ("dash_steps", "dash_slowest", "dash_tool_bins", "dash_calls"):
+            n = store.query_df(f"SELECT count(*) AS n FROM {table} WHERE run_id = 'B'").n.item()
+            assert n == 0, table
+        assert store.query_df("SELECT count(*) AS n FROM dash_steps").n.item() != 0  # A stays
+
+
 def test_an_empty_store_or_unknown_run_gives_empty_frames(store_path):
     with open_store(store_path) as store:
         assert d.reward_by_step(store, ["nope"]).empty

@@ -425,6 +425,15 @@ class Store:
             row = cur.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [run_id]).fetchone()
             for table in ("events", "grades", "flags", "step_metrics", "rollouts", "runs"):
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            # Derived tables (the dashboards' summaries, ...) hold the run's rows too.
+            derived = cur.execute(
+                "SELECT DISTINCT t.table_name FROM duckdb_tables() t JOIN duckdb_columns() c"
+                " USING (database_name, schema_name, table_name)"
+                " WHERE c.column_name = 'run_id' AND t.schema_name = 'main' AND NOT t.temporary"
+                " AND t.database_name = current_database()"
+            ).fetchall()
+            for (table,) in derived:
+                cur.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
             cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0
 
