@@ -70,6 +70,7 @@ def big_rollout(rid: str, diverge_at: int | None) -> dict[str, Any]:
         items.append(
             {"type": "reasoning", "text": f"Turn {turn}: I should look at more files. " * 5}
         )
+        results = []
         for k in range(2):
             call_id = f"{rid}-t{turn}-c{k}"
             path = f"src/module_{turn}_{k}{'_b' if other else ''}.py"
@@ -87,7 +88,8 @@ def big_rollout(rid: str, diverge_at: int | None) -> dict[str, Any]:
                 output = (f"{turn:04d} " + "x" * 95 + "\n") * (MB // 100)  # 1 MB
             if k == 1 and turn == 50:
                 output = "screenshot: data:image/png;base64," + "iVBORw0KGgo" * (2 * MB // 11)
-            items.append({"type": "function_call_output", "call_id": call_id, "output": output})
+            results.append({"type": "function_call_output", "call_id": call_id, "output": output})
+        items += results  # both calls first, then their outputs: one turn of parallel calls
     return {
         "run_id": RUN,
         "run_name": "Bench: huge rollouts",

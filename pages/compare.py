@@ -206,13 +206,10 @@ pages = [numbers[i : i + TURNS_PER_PAGE] for i in range(0, len(numbers), TURNS_P
 shown = pages[0] if pages else []
 if len(pages) > 1:
     page = st.selectbox(
-        f"Page ({len(pages)} pages of turns)",
-        list(range(1, len(pages) + 1)),
-        key="page",
-        bind="query-params",
-        format_func=lambda p: f"Turns {pages[p - 1][0]}–{pages[p - 1][-1]}",
+        f"Page (of {len(pages)})", list(range(1, len(pages) + 1)), key="page", bind="query-params"
     )
     shown = pages[(page or 1) - 1]
+    st.caption(f"Turns {shown[0]}–{shown[-1]}.")
 span = (shown[0], shown[-1]) if shown else (0, 0)
 per_rollout = [replay.group_turns(events_of(r.run_id, r.rollout_id, turns=span)) for r in refs]
 sources = [

@@ -84,13 +84,13 @@ else:
         trajectory.render_find_hits(hits, term)
     elif len(pages) > 1:
         page = st.selectbox(
-            f"Page ({len(pages)} pages of turns)",
+            f"Page (of {len(pages)})",
             list(range(1, len(pages) + 1)),
             key="page",
             bind="query-params",
-            format_func=lambda p: f"Turns {pages[p - 1][0]}–{pages[p - 1][1]}",
         )
         turn_range = pages[(page or 1) - 1]
+        st.caption(f"Turns {turn_range[0]}–{turn_range[1]} of this rollout.")
     events = events_of(run_id, rollout_id, turns=turn_range)
     turns = replay.group_turns(events)
     if only is not None:
