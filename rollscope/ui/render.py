@@ -22,8 +22,15 @@ log = logging.getLogger(__name__)
 _MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
 
 
+# GFM turns bare URLs and e-mail addresses in rendered text into links (after parsing, so
+# backslash escapes do not stop it): an invisible word joiner inside them breaks the match.
+_AUTOLINK = re.compile(r"(?i)(?<=http)(?=s?://)|(?<=\bwww)(?=\.)|(?<=@)(?=[-\w]+\.)")
+_WORD_JOINER = "\u2060"
+
+
 def escape_markdown(text: str) -> str:
-    """`text` as Markdown source that renders as the same literal characters."""
+    """`text` as Markdown source that renders as the same literal characters (no links)."""
+    text = _AUTOLINK.sub(_WORD_JOINER, text)
     escaped = _MD_SPECIAL.sub(r"\\\1", text)
     # Newlines would start paragraphs, lists or headings; keep one logical line.
     return " ".join(escaped.splitlines())
