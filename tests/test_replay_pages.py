@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 600  # AppTest needs a bound; generous, this is not a timing test
 
 
-def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, page: str, **params: str) -> AppTest:
+def open_page(db: Path, monkeypatch: pytest.MonkeyPatch, screen: str, **params: str) -> AppTest:
     monkeypatch.setenv("ROLLSCOPE_DB", str(db))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.switch_page(f"pages/{page}.py")
+    at.switch_page(f"pages/{screen}.py")
     at.query_params.update(params)
     at.run()
     assert not at.exception, [e.value for e in at.exception]
@@ -368,3 +368,32 @@ def test_blobs_become_placeholders_and_arguments_are_pretty_printed():
         "json",
     )
     assert pretty_arguments("not json") == ("not json", None)
+
+
+def test_a_long_rollout_is_paged_by_turns_and_the_page_is_in_the_url(demo_store_copy, monkeypatch):
+    items = [{"type": "message", "role": "user", "content": "go"}]
+    for t in range(1, 61):
+        items += [
+            {"type": "reasoning", "text": f"step {t}"},
+            {"type": "function_call", "call_id": f"c{t}", "name": "ls", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"c{t}", "output": f"out {t}"},
+        ]
+    with open_store(demo_store_copy) as store:
+        store.ingest_records(
+            [{"run_id": "long", "rollout_id": "r", "items": items, "reward": 1.0}],
+            display_name="long",
+        )
+        pages = replay_pages(store)
+    assert len(pages) == 2
+    at = open_page(demo_store_copy, monkeypatch, "replay", run="long", rollout="r", page="2")
+    assert at.selectbox[0].value == 2
+    first, last = pages[1]
+    assert f"Turns {first}–{last} of this rollout." in texts(at.caption)
+    turns = [t for t in texts(at.markdown) if t.startswith("Turn ")]
+    assert turns[0] == f"Turn {first} · 1 call" and turns[-1] == f"Turn {last} · 1 call"
+
+
+def replay_pages(store) -> list[tuple[int, int]]:
+    from trace_store import replay
+
+    return replay.turn_pages(store, "long", "r")
