@@ -121,6 +121,11 @@ INJECTED = """() => {
     hits.push('img ' + img.outerHTML.slice(0, 80));
   for (const k of document.querySelectorAll('.katex'))
     if (k.textContent.includes('pwned')) hits.push('latex ' + k.textContent.slice(0, 40));
+  for (const a of document.querySelectorAll('svg a'))  // Plotly renders <a href> in chart text
+    if ((a.getAttribute('href') || a.getAttribute('xlink:href') || '').includes('example.com'))
+      hits.push('chart link ' + a.outerHTML.slice(0, 80));
+  for (const t of document.querySelectorAll('svg tspan'))  // Plotly's <b>/<i> in a run name
+    if (/pwned/.test(t.textContent) && !/&lt;|</.test(t.textContent)) hits.push('chart tag ' + t.textContent.slice(0, 40));
   if (window.__pwned) hits.push('script ran: ' + window.__pwned);
   return hits;
 }"""
