@@ -182,3 +182,16 @@ def test_allow_list(monkeypatch: pytest.MonkeyPatch) -> None:
     assert access.can_modify(Identity(name="Carol", mode="token"))
     assert access.can_modify(local)  # sign-in off: there is no one to tell apart
     assert not access.can_modify(None) if access.mode() != "off" else True
+
+
+def test_a_broken_oidc_setup_is_an_error_not_a_traceback(
+    demo_store_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = app(demo_store_path, monkeypatch)
+    at.secrets["auth"] = {"redirect_uri": "not a url"}  # no provider, no cookie secret
+    at.run()
+    [button] = at.button
+    at = button.click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert any("Sign-in is not set up correctly" in e for e in texts(at.error))
+    assert not at.sidebar.caption and not at.dataframe

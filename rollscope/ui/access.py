@@ -212,10 +212,17 @@ def _oidc_prompt(url_path: str) -> None:
     for provider in _oidc_providers() or [None]:
         label = f"Sign in with {provider}" if provider else "Sign in"
         if st.button(label, type="primary", key=f"access.login.{provider}"):
-            if provider:
-                st.login(provider)
-            else:
-                st.login()
+            try:
+                if provider:
+                    st.login(provider)
+                else:
+                    st.login()
+            except Exception as exc:  # e.g. Authlib missing, or a bad [auth] section
+                st.error(
+                    "Sign-in is not set up correctly on this server: "
+                    f"{render.escape_markdown(str(exc))}",
+                    icon=":material/error:",
+                )
 
 
 def _oidc_providers() -> list[str]:
