@@ -321,7 +321,7 @@ def test_damaged_eval_logs(store: Store, eval_log: Path, tmp_path: Path) -> None
 
 # ---- generated input ----------------------------------------------------------------------------
 FUZZ = settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("ROLLSCOPE_FUZZ_EXAMPLES", "40")),  # more for a long hunt
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
