@@ -242,6 +242,12 @@ def test_the_index_follows_new_changed_and_deleted_rollouts_incrementally(store)
         .fetchone()
     )
     assert orphans == (0,)
+    # A rollout indexed after the deletion does not inherit the deleted rollouts' words.
+    store.ingest_records(
+        [rollout("rft", "after", 5, "p1", 0, 1.0, [say("a walrus")])], display_name="after"
+    )
+    assert ids(R.list_rollouts(store, R.RolloutQuery(search="walrus"))) == ["after"]
+    assert R.count_rollouts(store, R.RolloutQuery(search="hmm")) == 0
 
 
 def test_a_big_store_searches_by_scanning_while_the_index_is_rebuilt(store, monkeypatch):

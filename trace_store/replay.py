@@ -342,7 +342,17 @@ def _update_search_index(store: Store) -> None:
             cur.execute("DELETE FROM search_docs WHERE doc_id IN (SELECT doc_id FROM gone)")
         finally:
             cur.execute("DROP TABLE gone")
-        start_row = cur.execute("SELECT coalesce(max(doc_id), 0) FROM search_docs").fetchone()
+        if built is not None and fingerprint[0] < int(built[0]):
+            # Rollouts were deleted; Store.delete_run may have dropped their documents (it
+            # clears every table with a run_id) but cannot see their words here.
+            cur.execute(
+                "DELETE FROM search_terms WHERE doc_id NOT IN (SELECT doc_id FROM search_docs)"
+            )
+        # Never reuse a document id: words left by a document deleted elsewhere stay harmless.
+        start_row = cur.execute(
+            "SELECT greatest((SELECT max(doc_id) FROM search_docs),"
+            " (SELECT max(doc_id) FROM search_terms), 0)"
+        ).fetchone()
         start = int(start_row[0]) if start_row else 0
         where = (
             "WHERE NOT EXISTS (SELECT 1 FROM search_docs d WHERE d.run_id = r.run_id"
