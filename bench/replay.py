@@ -3,6 +3,7 @@
     python bench/replay.py                        # replay/compare + search on 200k rollouts
     python bench/replay.py --search-size 1000000  # search on 1M rollouts (slow to build)
     python bench/replay.py --search-size 0        # replay/compare only
+    python bench/replay.py --search-only --search-size 1000000 --name replay-search-1m
 
 Part 1, replay and compare: two rollouts of 1,000 items each (200 turns of reasoning + two
 parallel calls + their outputs; every 10th turn has a 1 MB output, one holds a 2 MB base64 data
@@ -263,7 +264,7 @@ SEARCHES = {
 }
 
 
-def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
+def part_search(workdir: Path, size: int, alternatives: bool = True) -> list[dict[str, Any]]:
     db = workdir / f"search-{size}.duckdb"
     if not db.exists():
         partial = db.with_suffix(".building")
@@ -315,6 +316,8 @@ def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
                     ok,
                 )
             )
+            if not alternatives:
+                continue
             ilike_ms, _ = timed(
                 lambda words=words: cur.execute(
                     "SELECT count(*) FROM search_docs WHERE doc ILIKE ?", [f"%{words}%"]
@@ -322,6 +325,8 @@ def part_search(workdir: Path, size: int) -> list[dict[str, Any]]:
                 1,
             )
             rows.append(row(f"alternative, ILIKE on a text column: {label}", ilike_ms, "ms"))
+    if not alternatives:
+        return rows
     with open_store(db, read_only=True) as ro:
         for label, words in list(SEARCHES.items())[:1]:
             ms, _ = timed(lambda words=words: R.count_rollouts(ro, R.RolloutQuery(search=words)), 1)
@@ -334,18 +339,24 @@ def main() -> None:
     parser.add_argument("--search-size", type=int, default=200_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rebuild", action="store_true", help="regenerate the stores first")
+    parser.add_argument(
+        "--search-only", action="store_true", help="part 2 only, without the slow alternatives"
+    )
+    parser.add_argument("--name", default=NAME, help="results file name (bench/results/NAME.json)")
     args = parser.parse_args()
     workdir = BENCH_DIR / ".data" / "replay"
     if args.rebuild:
         shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True, exist_ok=True)
-    previous = load_previous(NAME)
-    print("Part 1: replay and compare of 1,000-item rollouts with MB outputs")
-    rows = part_replay(workdir, args.repeat)
+    previous = load_previous(args.name)
+    rows: list[dict[str, Any]] = []
+    if not args.search_only:
+        print("Part 1: replay and compare of 1,000-item rollouts with MB outputs")
+        rows = part_replay(workdir, args.repeat)
     params: dict[str, Any] = {"search_size": args.search_size, "repeat": args.repeat}
     if args.search_size:
         print(f"Part 2: full-text search on {args.search_size:,} rollouts")
-        rows += part_search(workdir, args.search_size)
+        rows += part_search(workdir, args.search_size, alternatives=not args.search_only)
     elif previous and previous.get("params", {}).get("search_size"):
         # Part 2 takes minutes: keep its last figures, and say from which run they are.
         first = {r["metric"] for r in rows}
