@@ -82,8 +82,9 @@ def test_the_planted_hack_replay_shows_full_reward_earned_without_tool_calls(
     assert any(t.startswith("Grader correctness: 1") for t in texts(at.info))
     # The trajectory: the prompt and one turn that answers straight away, no call anywhere.
     labels = texts(at.markdown)
-    assert "Prompt" in labels and "Turn 1" in labels
-    assert not [t for t in labels if "build:" in t or "call" in t]
+    assert "Prompt" in labels and "Turn 1 · no tool calls" in labels
+    assert not [t for t in labels if "build:" in t]
+    assert [t for t in labels if t.startswith("Turn ")] == ["Turn 1 · no tool calls"]
     answer = one_value(
         demo_store_path, "SELECT final_answer FROM rollouts WHERE rollout_id = ?", [hack_rollout]
     )

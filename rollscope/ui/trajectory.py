@@ -206,6 +206,8 @@ def render_turn(
         label += f" · {len(turn.calls)} calls in parallel"
     elif turn.calls:
         label += " · 1 call"
+    elif turn.number > 0:
+        label += " · no tool calls"
     with st.container(border=True):
         st.markdown(f"**{label}**")
         thoughts = [i for i in turn.items if i["kind"] == "reasoning"]
