@@ -107,10 +107,11 @@ try:
     if search and replay.search_index_state(store) != "fresh":
         with st.spinner("Updating the search index after the last import…"):
             indexed = replay.prepare_search_index(store)
-        if not indexed:
-            st.caption(
-                "The search index is being rebuilt after the last import; until it is done, "
-                "searches read every trajectory, which is slower."
+        if not indexed and not store.read_only:
+            st.warning(
+                "The search index is catching up with the last import in the background: "
+                "until it is done, search results leave out the newest rollouts.",
+                icon=":material/hourglass_top:",
             )
     total = count_of(query)
 except TraceStoreError as exc:

@@ -250,15 +250,23 @@ def test_the_index_follows_new_changed_and_deleted_rollouts_incrementally(store)
     assert R.count_rollouts(store, R.RolloutQuery(search="hmm")) == 0
 
 
-def test_a_big_store_searches_by_scanning_while_the_index_is_rebuilt(store, monkeypatch):
-    monkeypatch.setattr(R, "SYNC_INDEX_MAX_ROLLOUTS", 5)  # this store counts as big
-    assert R.search_index_state(store) == "missing"
-    q = R.RolloutQuery(search="zebrafish")
-    assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]  # answered at once, by a scan
+def test_a_big_update_runs_in_the_background_while_the_old_index_answers(store, monkeypatch):
+    monkeypatch.setattr(R, "SYNC_INDEX_MAX_ROLLOUTS", 0)  # every update counts as big
+    zebra = R.RolloutQuery(search="zebrafish")
+    okapi = R.RolloutQuery(search="okapi")
+    assert ids(R.list_rollouts(store, zebra)) == []  # the first index is being built
+    R._UPDATES[store].join()
+    assert ids(R.list_rollouts(store, zebra)) == ["p1-s1-1"]
+    store.ingest_records(
+        [rollout("rft", "late", 4, "p1", 0, 1.0, [say("an okapi appears")])], display_name="late"
+    )
+    with store.transaction():  # hold the writer's lock: the background update must wait
+        assert R.list_rollouts(store, okapi).empty  # the index as it was
+        assert ids(R.list_rollouts(store, zebra)) == ["p1-s1-1"]
+        assert R.search_index_rebuilding(store)
     R._UPDATES[store].join()
     assert R.search_index_state(store) == "fresh"
-    assert not R.search_index_rebuilding(store)
-    assert ids(R.list_rollouts(store, q)) == ["p1-s1-1"]
+    assert ids(R.list_rollouts(store, okapi)) == ["late"]
 
 
 def test_a_read_only_store_is_searched_by_scanning(store_file):

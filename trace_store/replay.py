@@ -9,8 +9,8 @@ errors, the final answer) in ``search_docs``, and an inverted index of its words
 ``search_terms`` (word, document), kept sorted by word so that looking a word up reads a few
 row groups. The index is updated incrementally: the first search after the store changed
 indexes only the rollouts added, changed or deleted since (`prepare_search_index`), at once
-when they are few, else in a background thread while searches scan. A read-only store is
-scanned. Why not DuckDB's ``fts`` extension: its index cannot be updated (every import would
+when they are few, else in a background thread while searches use the index as it was. A
+read-only store is scanned. Why not DuckDB's ``fts`` extension: its index cannot be updated (every import would
 rebuild it all: 11 minutes for 200k rollouts here) and its BM25 macro reads the whole postings
 table on every query (1-3 s at 200k). Measured in bench/replay.py.
 """
@@ -295,9 +295,10 @@ def search_index_state(store: Store) -> Literal["fresh", "stale", "missing"]:
     return "fresh" if tuple(built) == current else "stale"
 
 
-#: Up to this many rollouts to (re)index, the searcher waits for the index (seconds); above,
-#: it is updated in a background thread and searches scan until it is done.
-SYNC_INDEX_MAX_ROLLOUTS = 50_000
+#: Up to this many rollouts to (re)index, the searcher waits for the index (about 2 ms a
+#: rollout here); above, it is updated in a background thread and searches use the index as
+#: it was (without the newest rollouts) until it is done.
+SYNC_INDEX_MAX_ROLLOUTS = 10_000
 
 _UPDATES: weakref.WeakKeyDictionary[Store, threading.Thread] = weakref.WeakKeyDictionary()
 
@@ -437,7 +438,10 @@ def _search_filter(store: Store, text: str) -> tuple[str, list[Any]]:
     if not words and not phrases:
         return "true", []
     phrase_sql = ["contains(lower(d.doc), ?)" for _ in phrases]
-    if prepare_search_index(store):
+    # A big update runs in the background: meanwhile the index as it was answers (it lacks
+    # the newest rollouts; deleted ones drop out by the join with rollouts). Only a read-only
+    # store, which cannot hold an index of its own making, is scanned.
+    if prepare_search_index(store) or not store.read_only:
         # One constant lookup a word: each reads only the row groups holding that word.
         clauses = ["d.doc_id IN (SELECT doc_id FROM search_terms WHERE term = ?)" for _ in words]
         sql = (
