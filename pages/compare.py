@@ -186,7 +186,12 @@ except TraceStoreError as exc:
     st.stop()
 
 if len(refs) < 2:
-    st.info("Only one rollout to show: every sample of this group scored the same and is one.")
+    st.info(
+        "Only one rollout to show: this group has a single sample."
+        if one("preset") == "best-worst"
+        else "Only one rollout to show: name two or more (rollouts=a,b) to compare them.",
+        icon=":material/info:",
+    )
 trajectory.render_compare_headers(headers, grades)
 
 if divergence is None:
