@@ -22,8 +22,9 @@ from .schema import MIGRATIONS
 from .store import Store, open_store
 
 SOURCE = "rollscope_source"
-SKIPPED = {"schema_migrations", "search_docs", "search_index_state"}
-"""Tables not copied: the target has its own migrations record; search data is derived."""
+SKIPPED = {"schema_migrations"}
+"""Tables not copied: the target has its own migrations record. Search tables (`search_*`) and the
+dashboards' summary tables are derived: the screens rebuild them on first use."""
 
 
 def _quote(text: str) -> str:
@@ -94,7 +95,11 @@ def _copy_into(
                 f"{newest}: open the source once with this version (it migrates), then copy"
             )
         target_catalog = str(cur.execute("SELECT current_database()").fetchone()[0])  # type: ignore[index]
-        wanted = [t for t in _tables(cur, target_catalog) if t not in SKIPPED]
+        wanted = [
+            t
+            for t in _tables(cur, target_catalog)
+            if t not in SKIPPED and not t.startswith("search_")
+        ]
         present = set(_tables(cur, SOURCE))
         counters = {counter_table("import_ids")}
         copied: dict[str, int] = {}
