@@ -162,6 +162,27 @@ def test_nan_and_infinity_anywhere_in_a_canonical_line(
     assert_refused(store, path, "canonical", f"line 1: `{field}` must be")
 
 
+@pytest.mark.parametrize(
+    ("fmt", "text"),
+    [
+        # found by hypothesis: a list where a type name was expected raised TypeError (unhashable)
+        ("chat_completions", '[{"type": []}]'),
+        ("atif", '{"schema_version": "ATIF-v1.6", "steps": [{"step_id": 1, "source": ["x"]}]}'),
+        (
+            "otlp_json",
+            '{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "a", '
+            '"spanId": "b", "name": "n", "status": {"code": [2]}}]}]}]}',
+        ),
+    ],
+)
+def test_unhashable_values_where_names_are_expected(
+    store: Store, tmp_path: Path, fmt: str, text: str
+) -> None:
+    path = tmp_path / "odd.json"
+    path.write_text(text + "\n")
+    import_or_refuse(store, path, fmt)
+
+
 def test_nan_kept_by_a_converter_is_refused(store: Store, tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
     chat = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]'

@@ -412,7 +412,8 @@ def looks_like_messages(value: Any) -> bool:
     for entry in value:
         if not isinstance(entry, dict):
             return False
-        if "role" not in entry and entry.get("type") not in RESPONSES_ITEM_TYPES:
+        kind = entry.get("type")
+        if "role" not in entry and not (isinstance(kind, str) and kind in RESPONSES_ITEM_TYPES):
             return False
     return True
 
