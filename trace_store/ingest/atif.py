@@ -127,7 +127,7 @@ def _convert_one(value: Any, where: Where, path: Path, *, index: int, default_ru
             raise where.error(field, f"must be an object, got {describe(step)}")
         as_int(step.get("step_id"), where, f"{field}.step_id", minimum=0)
         source = step.get("source")
-        if source not in _SOURCES:
+        if not isinstance(source, str) or source not in _SOURCES:
             raise where.error(
                 f"{field}.source", f"must be system, user or agent, got {describe(source)}"
             )

@@ -172,7 +172,8 @@ def _span(raw: Any, where: Where, at: str, resource: JSONDict, order: int) -> Sp
             events.append((when, str(event.get("name", "")), _attributes(event.get("attributes"))))
     status = raw.get("status") or {}
     error = None
-    if isinstance(status, dict) and status.get("code") in _STATUS_ERROR:
+    code = status.get("code") if isinstance(status, dict) else None
+    if isinstance(code, int | str) and code in _STATUS_ERROR:
         error = as_str(status.get("message")) or ""
         for _, name, event_attrs in events:
             if name == "exception":
