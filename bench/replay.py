@@ -369,7 +369,7 @@ def main() -> None:
         params["search_size"] = previous["params"]["search_size"]
         params["search_from_commit"] = previous.get("search_from_commit") or previous.get("commit")
     data = save_results(
-        NAME, rows, params, {"search_from_commit": params.pop("search_from_commit", None)}
+        args.name, rows, params, {"search_from_commit": params.pop("search_from_commit", None)}
     )
     print_table(data, previous)
 
