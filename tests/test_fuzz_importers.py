@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from trace_store import IngestError, Store, open_store
 from trace_store.ingest import importers
+from trace_store.limits import UNEXPECTED
 
 DATA = Path(__file__).resolve().parent / "data"
 FORMATS: list[str | None] = [None, *(i.name for i in importers())]
@@ -54,6 +55,7 @@ def assert_refused(store: Store, path: Path, fmt: str | None, *match: str) -> In
     message = str(caught.value)
     assert path.name in message, message
     assert "Traceback" not in message
+    assert UNEXPECTED not in message, message  # an importer bug, turned into a message
     for text in match:
         assert text in message, (fmt, message)
     assert table_counts(store) == before, f"{fmt}: the store changed after: {message}"
@@ -68,6 +70,7 @@ def import_or_refuse(store: Store, path: Path, fmt: str | None) -> None:
         store.ingest_file(path, format=fmt)
     except IngestError as exc:
         assert str(exc).strip(), "an empty error message"
+        assert UNEXPECTED not in str(exc), str(exc)  # an importer bug, turned into a message
         assert table_counts(store) == before, f"{fmt}: the store changed after: {exc}"
 
 
@@ -475,3 +478,22 @@ def test_mutated_real_files(
     path.write_bytes(bytes(data[: max(1, int(cut * len(data)))]))
     import_or_refuse(shared_store, path, fmt)
     import_or_refuse(shared_store, path, None)
+
+
+def test_an_importer_bug_is_a_message_not_a_traceback() -> None:
+    from trace_store.limits import guard_converter
+
+    def broken() -> Iterator[dict[str, object]]:
+        yield {"run_id": "r"}
+        raise KeyError("steps")
+
+    with pytest.raises(IngestError, match=r"x\.jsonl: the importer failed unexpectedly") as caught:
+        list(guard_converter(broken(), "Some format", "x.jsonl"))
+    assert "KeyError" in str(caught.value)
+
+    def truncated() -> Iterator[dict[str, object]]:
+        raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        yield {}
+
+    with pytest.raises(IngestError, match="compressed data is truncated"):
+        list(guard_converter(truncated(), "Some format", "x.jsonl.gz"))

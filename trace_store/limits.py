@@ -17,13 +17,16 @@ import errno
 import gzip
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import duckdb
 import zstandard
 
 from .errors import IngestError
+
+T = TypeVar("T")
 
 MB = 1 << 20
 _SMALL_MEMBER = 16 * MB
@@ -143,3 +146,24 @@ def read_errors(file: str) -> Iterator[None]:
         if error is exc:
             raise
         raise error from exc
+
+
+UNEXPECTED = "the importer failed unexpectedly"
+
+
+def guard_converter(records: Iterable[T], label: str, file: str) -> Iterator[T]:
+    """A converter's records; anything it raises that is not a read error becomes an IngestError
+    (a message for the user, not a traceback), still naming the exception for a bug report."""
+    try:
+        yield from records
+    except IngestError:
+        raise
+    except Exception as exc:
+        error = translate_read_error(exc, file)
+        if error is not exc:
+            raise error from exc
+        raise IngestError(
+            f"{UNEXPECTED} on this {label} file ({type(exc).__name__}: {exc}); "
+            "please report it with the file",
+            file=file,
+        ) from exc

@@ -34,7 +34,7 @@ from .extensions import load_extension
 from .ingest.canonical import CanonicalIngest, IngestResult
 from .ingest.files import compression_of, head_bytes
 from .ingest.registry import Importer, describe_formats, detect_format, get_importer
-from .limits import translate_read_error
+from .limits import guard_converter, translate_read_error
 from .schema import migrate
 
 ProgressCallback = Callable[[int, int], None]
@@ -283,11 +283,16 @@ class Store:
                     from .metrics import ingest_step_metrics
 
                     written = ingest_step_metrics(
-                        self, importer.convert(source), name, content_hash, format=importer.name
+                        self,
+                        guard_converter(importer.convert(source), importer.label, name),
+                        name,
+                        content_hash,
+                        format=importer.name,
                     )
                     report(total)
                     return written
-                count = _write_records(importer.convert(source), canonical_path)
+                records = guard_converter(importer.convert(source), importer.label, name)
+                count = _write_records(records, canonical_path)
                 if count == 0:
                     raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
             report(0.2 * total)
