@@ -29,7 +29,9 @@ def _progress_printer(label: str) -> Callable[[int, int], None]:
         filled = int(width * done / max(total, 1))
         mb = done / 1e6
         rate = mb / max(time.monotonic() - started, 1e-6)
-        sys.stderr.write(f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {mb:,.1f} MB ({rate:,.0f} MB/s)")
+        sys.stderr.write(
+            f"\r{label} [{'#' * filled}{'.' * (width - filled)}] {mb:,.1f} MB ({rate:,.0f} MB/s)"
+        )
         if done >= total:
             sys.stderr.write("\n")
         sys.stderr.flush()
@@ -43,7 +45,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         for name in args.files:
             path = Path(name)
             try:
-                result = store.ingest_file(path, format=args.format, progress=_progress_printer(path.name))
+                result = store.ingest_file(
+                    path, format=args.format, progress=_progress_printer(path.name)
+                )
             except IngestError as exc:
                 failures += 1
                 print(f"error: {exc}", file=sys.stderr)
@@ -79,12 +83,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(store.load_demo(progress=_progress_printer("demo")).summary())
     env = {**os.environ, "ROLLSCOPE_DB": str(db)}
     command = [
-        sys.executable, "-m", "streamlit", "run", str(app_script()),
-        "--server.port", str(args.port),
-        "--server.maxUploadSize", str(DEFAULT_UPLOAD_LIMIT_MB),
-        "--browser.gatherUsageStats", "false",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(app_script()),
+        "--server.port",
+        str(args.port),
+        "--server.maxUploadSize",
+        str(DEFAULT_UPLOAD_LIMIT_MB),
+        "--browser.gatherUsageStats",
+        "false",
         # A server, not an editor session: watching the install tree for edits only costs inotify.
-        "--server.fileWatcherType", "none",
+        "--server.fileWatcherType",
+        "none",
+        "--client.toolbarMode",
+        "minimal",
     ]
     if args.headless:
         command += ["--server.headless", "true"]
@@ -140,7 +154,9 @@ def cmd_migrate_store(args: argparse.Namespace) -> int:
     source = args.db or os.environ.get("ROLLSCOPE_DB") or str(default_db_path())
     target = parse_target(args.to).describe()
     print(f"copying {parse_target(source).describe()} into {target}")
-    copied = copy_store(source, args.to, progress=lambda table, rows: print(f"  {table}: {rows:,} rows"))
+    copied = copy_store(
+        source, args.to, progress=lambda table, rows: print(f"  {table}: {rows:,} rows")
+    )
     print(f"done: {sum(copied.values()):,} rows in {len(copied)} tables. Serve it with:")
     print(f"  ROLLSCOPE_DB='{target}' rollscope serve")
     return 0
@@ -154,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("import", help="import trace files into the store")
     p.add_argument("files", nargs="+", help="trace files or folders of per-step files")
     p.add_argument("--db", help=db_help)
-    p.add_argument("--format", help="skip detection and read the files as this format (see `rollscope formats`)")
+    p.add_argument(
+        "--format",
+        help="skip detection and read the files as this format (see `rollscope formats`)",
+    )
     p.set_defaults(func=cmd_import)
 
     p = sub.add_parser("demo", help="write the demo runs into the store")
@@ -165,18 +184,26 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("serve", help="start the web app")
     p.add_argument("--db", help=db_help)
     p.add_argument("--port", type=int, default=8501)
-    p.add_argument("--demo", action="store_true", help="load the demo run first if the store is empty")
+    p.add_argument(
+        "--demo", action="store_true", help="load the demo run first if the store is empty"
+    )
     p.add_argument("--headless", action="store_true", help="do not open a browser")
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("audit", help="run the reward-hacking detectors and user rules; write flags")
     p.add_argument("--db", help=db_help)
     p.add_argument("--run", help="audit this run only (default: every run)")
-    p.add_argument("--tool-budget", type=int, default=20, help="tool calls allowed a rollout (default 20)")
-    p.add_argument("--show", type=int, default=20, help="flagged rollouts to list per run (default 20)")
+    p.add_argument(
+        "--tool-budget", type=int, default=20, help="tool calls allowed a rollout (default 20)"
+    )
+    p.add_argument(
+        "--show", type=int, default=20, help="flagged rollouts to list per run (default 20)"
+    )
     p.set_defaults(func=cmd_audit)
 
-    p = sub.add_parser("pull", help="pull a fine-tuning job's metrics or an eval run from the OpenAI API")
+    p = sub.add_parser(
+        "pull", help="pull a fine-tuning job's metrics or an eval run from the OpenAI API"
+    )
     pull = p.add_subparsers(dest="source", required=True)
     api_help = {
         "api_key": "API key (default: $OPENAI_API_KEY)",
@@ -194,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
         q.set_defaults(func=cmd_pull)
 
     p = sub.add_parser(
-        "migrate-store", help="copy the whole store into a new one, e.g. a shared DuckLake (docs/deploy.md)"
+        "migrate-store",
+        help="copy the whole store into a new one, e.g. a shared DuckLake (docs/deploy.md)",
     )
     p.add_argument("--db", help=db_help + " to copy from")
     p.add_argument(

@@ -11,7 +11,9 @@ import pytest
 from trace_store.demo import iter_demo_records
 from trace_store.ingest.validate import check_record
 
-SCHEMA_PATH = Path(__file__).resolve().parent.parent / "trace_store" / "schemas" / "canonical.schema.json"
+SCHEMA_PATH = (
+    Path(__file__).resolve().parent.parent / "trace_store" / "schemas" / "canonical.schema.json"
+)
 DATA = Path(__file__).parent / "data" / "canonical"
 
 
@@ -23,7 +25,8 @@ def validator() -> jsonschema.Draft202012Validator:
 
 
 @pytest.mark.parametrize(
-    "name", ["rollouts_small.jsonl", "events_policy.jsonl", "events_tools.jsonl", "events_grader.jsonl"]
+    "name",
+    ["rollouts_small.jsonl", "events_policy.jsonl", "events_tools.jsonl", "events_grader.jsonl"],
 )
 def test_shipped_examples_follow_the_schema(validator, name):
     for line in (DATA / name).read_text().splitlines():
