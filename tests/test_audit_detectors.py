@@ -307,8 +307,10 @@ def test_demo_planted_hacks_are_found_with_few_false_flags(demo_store_copy):
     assert set(kinds["kind"]) == {"no_tool_calls_full_reward", "copies_reference", "edits_tests"}
 
 
-def test_diagnostics_on_the_demo(demo_store_path):
-    with open_store(demo_store_path, read_only=True) as store:
+def test_diagnostics_on_the_demo(demo_store_copy):
+    # A private copy: other tests in this process may hold the shared demo file open with
+    # another configuration (DuckDB refuses a second, differently configured handle).
+    with open_store(demo_store_copy, read_only=True) as store:
         per_step = signal_by_step(store, "demo-train")
         versus = baseline_comparison(store, "demo-baseline", "demo-train")
         signals = {s.name: s for s in run_signals(store, "demo-train")}
