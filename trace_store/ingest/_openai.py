@@ -12,10 +12,23 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from ._convert import JSONDict, Where, arguments_text, as_int, as_str, describe, text_of
+from ._convert import (
+    JSONDict,
+    Where,
+    arguments_text,
+    as_int,
+    as_str,
+    describe,
+    first_json_value,
+    iter_json_records,
+    text_of,
+)
+from .files import strip_compression_suffix
 
 # Responses API hosted-tool items that have no separate output item: (name, argument keys, output keys).
 _HOSTED_CALLS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
@@ -682,3 +695,40 @@ def detect_kind(name: str, head: bytes) -> str | None:
             return "responses"
         return None
     return classify(value)
+
+
+def _first_listed(value: Any) -> Any:
+    """The first object of an API list page, a JSON array, or the value itself."""
+    if isinstance(value, dict) and isinstance(value.get("data"), list):
+        return value["data"][0] if value["data"] else None
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
+
+
+def detect_api_objects(name: str, head: bytes, object_name: str) -> bool:
+    """A JSON/JSONL file of API objects of one kind, bare or as saved list pages."""
+    lowered = strip_compression_suffix(name.lower())
+    if not lowered.endswith((".json", ".jsonl", ".ndjson")):
+        return False
+    value = _first_listed(first_json_value(head))
+    if value is None:
+        return f'"object": "{object_name}"'.encode() in head[:8192]
+    return isinstance(value, dict) and value.get("object") == object_name
+
+
+def iter_api_objects(path: Path) -> Iterator[tuple[Where, Any]]:
+    """Each object of a file of API objects: one a line, JSON arrays, or saved list pages."""
+    for where, value in iter_json_records(path):
+        if (
+            isinstance(value, dict)
+            and value.get("object") == "list"
+            and isinstance(value.get("data"), list)
+        ):
+            for index, item in enumerate(value["data"]):
+                yield where.sub(f"data[{index}]"), item
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                yield where.sub(f"[{index}]"), item
+        else:
+            yield where, value

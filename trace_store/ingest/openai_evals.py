@@ -10,23 +10,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from ._convert import (
     JSONDict,
-    Where,
     as_number,
     as_str,
     describe,
     finish,
-    first_json_value,
     iso,
-    iter_json_records,
     mapping,
     source_stem,
 )
-from ._openai import ItemBuilder
-from .files import strip_compression_suffix
+from ._openai import ItemBuilder, detect_api_objects, iter_api_objects
 from .registry import Importer
 
 _OBJECT = "eval.run.output_item"
@@ -41,43 +36,13 @@ _REFERENCE_KEYS = (
 )
 
 
-def _first_item(value: Any) -> Any:
-    if isinstance(value, dict) and isinstance(value.get("data"), list):
-        return value["data"][0] if value["data"] else None
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
-
-
 def detect(name: str, head: bytes) -> bool:
-    lowered = strip_compression_suffix(name.lower())
-    if not lowered.endswith((".json", ".jsonl", ".ndjson")):
-        return False
-    value = _first_item(first_json_value(head))
-    if value is None:
-        return f'"object": "{_OBJECT}"'.encode() in head[:8192]
-    return isinstance(value, dict) and value.get("object") == _OBJECT
-
-
-def _records(path: Path) -> Iterator[tuple[Where, Any]]:
-    for where, value in iter_json_records(path):
-        if (
-            isinstance(value, dict)
-            and value.get("object") == "list"
-            and isinstance(value.get("data"), list)
-        ):
-            for index, item in enumerate(value["data"]):
-                yield where.sub(f"data[{index}]"), item
-        elif isinstance(value, list):
-            for index, item in enumerate(value):
-                yield where.sub(f"[{index}]"), item
-        else:
-            yield where, value
+    return detect_api_objects(name, head, _OBJECT)
 
 
 def convert(path: Path) -> Iterator[JSONDict]:
     default_run = source_stem(path)
-    for where, item in _records(path):
+    for where, item in iter_api_objects(path):
         if not isinstance(item, dict) or item.get("object") != _OBJECT:
             raise where.error("object", f'must be "{_OBJECT}", got {describe(item)}')
         sample = mapping(item.get("sample"))

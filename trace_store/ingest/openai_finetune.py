@@ -29,12 +29,10 @@ from ._convert import (
     as_number,
     as_str,
     describe,
-    first_json_value,
     is_number,
-    iter_json_records,
     source_stem,
 )
-from .files import strip_compression_suffix
+from ._openai import detect_api_objects, iter_api_objects
 from .registry import Importer
 
 OBJECT = "fine_tuning.job.event"
@@ -52,22 +50,8 @@ _ALIASES = {
 _SKIPPED_FLAT = {"step", "total_steps"}
 
 
-def _first_event(value: Any) -> Any:
-    if isinstance(value, dict) and isinstance(value.get("data"), list):
-        return value["data"][0] if value["data"] else None
-    if isinstance(value, list):
-        return value[0] if value else None
-    return value
-
-
 def detect(name: str, head: bytes) -> bool:
-    lowered = strip_compression_suffix(name.lower())
-    if not lowered.endswith((".json", ".jsonl", ".ndjson")):
-        return False
-    value = _first_event(first_json_value(head))
-    if value is None:
-        return f'"object": "{OBJECT}"'.encode() in head[:8192]
-    return isinstance(value, dict) and value.get("object") == OBJECT
+    return detect_api_objects(name, head, OBJECT)
 
 
 def _split_key(
@@ -203,22 +187,6 @@ def metric_rows(event: JSONDict, where: Where, run_id: str) -> list[JSONDict]:
     ]
 
 
-def _events(path: Path) -> Iterator[tuple[Where, Any]]:
-    for where, value in iter_json_records(path):
-        if (
-            isinstance(value, dict)
-            and value.get("object") == "list"
-            and isinstance(value.get("data"), list)
-        ):
-            for index, event in enumerate(value["data"]):
-                yield where.sub(f"data[{index}]"), event
-        elif isinstance(value, list):
-            for index, event in enumerate(value):
-                yield where.sub(f"[{index}]"), event
-        else:
-            yield where, value
-
-
 def convert_events(events: Iterator[tuple[Where, Any]], run_id: str) -> Iterator[JSONDict]:
     """Step-metric rows from (where, event) pairs; non-metrics events are skipped."""
     for where, event in events:
@@ -232,7 +200,7 @@ def convert_events(events: Iterator[tuple[Where, Any]], run_id: str) -> Iterator
 
 
 def convert(path: Path) -> Iterator[JSONDict]:
-    return convert_events(_events(path), source_stem(path))
+    return convert_events(iter_api_objects(path), source_stem(path))
 
 
 IMPORTER = Importer(
