@@ -170,7 +170,7 @@ def child_ours(file: str, db: str, profile: bool) -> dict[str, Any]:
         "peak_mb": _maxrss_mb(),
     }
     if profile:
-        out["profile"] = sorted(log, reverse=True)[:15]
+        out["profile"] = sorted(log, reverse=True)[:25]
     return out
 
 

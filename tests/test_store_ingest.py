@@ -332,3 +332,87 @@ def test_whole_rollout_lines_and_the_same_rollouts_as_event_lines_store_the_same
         graded_first.ingest_file(grade_only)
         graded_first.ingest_file(source)
         assert _shape(graded_first) == expected
+
+
+def test_item_times_in_every_accepted_form_give_the_same_call_latency(store, tmp_path):
+    """RFC 3339 in UTC, with an offset, and epoch milliseconds, mixed within one file and one
+    rollout: each call's latency is the gap to its output. (A plain CAST in the time parser once
+    failed here, because DuckDB evaluated it on the epoch-millisecond rows of the unnested items.)"""
+    base_ms = 1_700_000_000_000
+    forms = {
+        "utc": lambda ms: f"2023-11-14T22:13:{(ms - base_ms) / 1000 + 20:06.3f}Z",
+        "offset": lambda ms: f"2023-11-15T00:13:{(ms - base_ms) / 1000 + 20:06.3f}+02:00",
+        "epoch_ms": lambda ms: ms,
+    }
+    lines = []
+    expected: dict[str, float] = {}
+    for n in range(60):
+        items: list[dict] = [{"type": "message", "role": "user", "content": f"task {n}"}]
+        for k, (name, form) in enumerate(forms.items()):
+            call_id = f"r{n}-{name}"
+            start = base_ms + 1000 * k
+            gap = 10 * n + k + 1
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "t",
+                    "arguments": "{}",
+                    "started_at": form(start),
+                }
+            )
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": call_id,
+                    "output": "ok",
+                    "started_at": form(start + gap),
+                }
+            )
+            expected[call_id] = gap
+        lines.append(json.dumps({"run_id": "times", "rollout_id": f"r{n}", "items": items}))
+    path = tmp_path / "times.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+
+    store.ingest_file(path)
+    got = store.query_df("SELECT call_id, duration_ms FROM events WHERE kind = 'tool_call'")
+    assert dict(zip(got["call_id"], got["duration_ms"], strict=True)) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("shape", ["rollout_line", "event_lines"])
+def test_tool_outputs_and_arguments_become_text_the_same_way_on_both_paths(tmp_path, shape):
+    parts = [{"type": "input_text", "text": "line one"}, {"type": "input_text", "text": "two"}]
+    outputs = {
+        "plain": ("just text", "just text"),
+        "object": ({"rows": 2, "ok": True}, '{"rows":2,"ok":true}'),
+        "parts": (parts, "line one\ntwo"),
+        # MCP-style results often arrive as the JSON text of their parts: shown as their texts
+        "parts_as_string": (json.dumps(parts), "line one\ntwo"),
+        "list_without_text": ([1, {"a": 1}], '[1,{"a":1}]'),
+        "bracketed_log": ("[INFO] started", "[INFO] started"),
+        "number": (42, "42"),
+    }
+    items: list[dict] = [{"type": "message", "role": "user", "content": "go"}]
+    for name, (output, _) in outputs.items():
+        items.append(
+            {"type": "function_call", "call_id": name, "name": "t", "arguments": {"q": name}}
+        )
+        items.append({"type": "function_call_output", "call_id": name, "output": output})
+    path = tmp_path / "outputs.jsonl"
+    if shape == "rollout_line":
+        lines = [{"run_id": "o", "rollout_id": "r", "items": items}]
+    else:
+        lines = [
+            {"run_id": "o", "rollout_id": "r", "seq": seq, "item": item}
+            for seq, item in enumerate(items)
+        ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with open_store(tmp_path / "store.duckdb") as store:
+        store.ingest_file(path)
+        got = store.query_df(
+            "SELECT call_id, kind, arguments, output FROM events WHERE call_id IS NOT NULL"
+        )
+    results = got[got["kind"] == "tool_result"].set_index("call_id")["output"].to_dict()
+    assert results == {name: text for name, (_, text) in outputs.items()}
+    calls = got[got["kind"] == "tool_call"].set_index("call_id")["arguments"].to_dict()
+    assert calls == {name: json.dumps({"q": name}, separators=(",", ":")) for name in outputs}

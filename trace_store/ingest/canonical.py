@@ -8,6 +8,8 @@ line, in any order, in separate uploads) is reassembled and renumbered on each i
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +24,19 @@ ITEM_TYPE = (
     " call_id VARCHAR, name VARCHAR, arguments JSON, input JSON, output JSON, error JSON,"
     " started_at VARCHAR, duration_ms DOUBLE, tokens BIGINT, seq BIGINT, refusal VARCHAR)"
 )
+
+# Rollout lines are read for their events with arguments, input and output as VARCHAR: the reader
+# then hands strings over unquoted, instead of writing each as JSON for the ingest to parse again.
+FAST_ITEM_TYPE = (
+    ITEM_TYPE.replace("arguments JSON", "arguments VARCHAR")
+    .replace("input JSON", "input VARCHAR")
+    .replace("output JSON", "output VARCHAR")
+)
+
+# Staging keeps only what validation and the per-rollout figures need of each item; the full items
+# (text, arguments, outputs) are read again by the statement that writes the events, so that the
+# bulk of a file is never held in a staging table.
+CHECKED_ITEM_TYPE = "STRUCT(type VARCHAR, content JSON, started_at VARCHAR, duration_ms DOUBLE)"
 
 COLUMNS: dict[str, str] = {
     "run_id": "VARCHAR",
@@ -74,24 +89,34 @@ class IngestResult:
         return f"{self.file} ({self.format}): " + ", ".join(parts)
 
 
+def _columns_spec(item_type: str) -> str:
+    types = dict(COLUMNS, items=f"{item_type}[]", item=item_type)
+    return "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in types.items()) + "}"
+
+
 def _ts(expr: str) -> str:
     """SQL turning an RFC 3339 string or epoch milliseconds into a UTC TIMESTAMP."""
-    # RFC 3339 starts with "YYYY-": that test is cheap and decides the common case without a
-    # trial cast to DOUBLE.
+    # A time in UTC ("...Z", the common case) reads as a plain TIMESTAMP, several times cheaper
+    # than the time-zone-aware cast. RFC 3339 starts with "YYYY-": that test decides the rest
+    # without a trial cast to DOUBLE. Casts are try_casts: validation has refused unreadable
+    # times already, and DuckDB 1.5 can evaluate a CASE branch on rows of another branch when
+    # the input is an unnested list (a plain CAST then fails on an epoch-milliseconds string).
     return (
-        f"(CASE WHEN {expr} IS NULL THEN NULL"
+        f"coalesce(CASE WHEN ends_with({expr}, 'Z') THEN try_cast({expr} AS TIMESTAMP) END,"
+        f" CASE WHEN {expr} IS NULL THEN NULL"
         f" WHEN substr({expr}, 5, 1) = '-' AND NOT starts_with({expr}, '-')"
-        f" THEN CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP)"
+        f" THEN CAST(try_cast({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP)"
         f" WHEN try_cast({expr} AS DOUBLE) IS NOT NULL"
         f" THEN make_timestamp(CAST(try_cast({expr} AS DOUBLE) * 1000 AS BIGINT))"
-        f" ELSE CAST(CAST({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) END)"
+        f" ELSE CAST(try_cast({expr} AS TIMESTAMPTZ) AT TIME ZONE 'UTC' AS TIMESTAMP) END)"
     )
 
 
 def _bad_time(expr: str) -> str:
     """SQL: true when `expr` is set but `_ts` could not read it (neither a time nor a number)."""
     return (
-        f"({expr} IS NOT NULL AND try_cast({expr} AS DOUBLE) IS NULL"
+        f"({expr} IS NOT NULL AND NOT (ends_with({expr}, 'Z') AND try_cast({expr} AS TIMESTAMP) IS NOT NULL)"
+        f" AND try_cast({expr} AS DOUBLE) IS NULL"
         f" AND try_cast({expr} AS TIMESTAMPTZ) IS NULL)"
     )
 
@@ -151,8 +176,34 @@ def _is_model(x: str) -> str:
     )
 
 
-def _event_columns(it: str = "it") -> str:
-    """The events columns computed from one item struct (everything but ordering and latency)."""
+def _text_value(text: str) -> str:
+    """A value as text (a string as it is, anything else as its JSON), where a JSON array of
+    content parts (`[{"type": "text", "text": ...}, ...]`) becomes its texts, a line each."""
+    # try(): DuckDB may evaluate a CASE branch on rows the condition excluded.
+    texts = f"try(json_extract_string({text}, '$[*].text'))"
+    return (
+        f"(CASE WHEN starts_with({text}, '[') AND len({texts}) > 0"
+        f" AND len({texts}) = try(json_array_length({text}))"
+        f" AND list_bool_and(list_transform({texts}, x -> x IS NOT NULL))"
+        f" THEN array_to_string({texts}, chr(10)) ELSE {text} END)"
+    )
+
+
+def _json_as_text(expr: str) -> str:
+    """A JSON value as DuckDB's reader gives it to a VARCHAR column: strings unquoted."""
+    return f"(CASE WHEN starts_with({expr}, '\"') THEN {expr} ->> '$' ELSE CAST({expr} AS VARCHAR) END)"
+
+
+def _event_columns(it: str = "it", *, values_read_as_text: bool = False) -> str:
+    """The events columns computed from one item struct (everything but ordering and latency).
+
+    `values_read_as_text`: the item's arguments, input and output were read as VARCHAR
+    (FAST_ITEM_TYPE), not as JSON (ITEM_TYPE); both give the same columns."""
+
+    def value(field: str) -> str:
+        expr = f"{it}.{field}"
+        return _text_value(expr if values_read_as_text else _json_as_text(expr))
+
     kind = _KIND.replace("it.", f"{it}.")
     text = _TEXT.replace("it.", f"{it}.")
     return f"""
@@ -162,9 +213,8 @@ def _event_columns(it: str = "it") -> str:
        {text} AS text,
        CASE WHEN {_is_call(it)} THEN coalesce({it}.name, {it}.type) END AS tool_name,
        {it}.call_id,
-       CASE WHEN {_is_call(it)} THEN coalesce({_json_text(f"{it}.arguments")}, {_json_text(f"{it}.input")})
-           END AS arguments,
-       CASE WHEN {_is_output(it)} THEN {_json_text(f"{it}.output")} END AS output,
+       CASE WHEN {_is_call(it)} THEN coalesce({value("arguments")}, {value("input")}) END AS arguments,
+       CASE WHEN {_is_output(it)} THEN {value("output")} END AS output,
        CASE WHEN {it}.error IS NULL OR json_type({it}.error) = 'NULL' THEN NULL
             WHEN json_type({it}.error) = 'VARCHAR' THEN {it}.error ->> '$'
             ELSE coalesce({it}.error ->> 'message', CAST({it}.error AS VARCHAR)) END AS error,
@@ -179,10 +229,10 @@ CREATE OR REPLACE TEMP TABLE stage_items AS
 WITH raw AS (
     SELECT run_id, rollout_id, rec_no AS line_no, unnest(items) AS it,
            unnest(range(len(items))) AS item_idx, NULL::BIGINT AS line_seq, false AS from_event_line
-    FROM stage WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+    FROM stage_full WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
     UNION ALL
     SELECT run_id, rollout_id, rec_no, item, 0, seq, true
-    FROM stage WHERE item IS NOT NULL
+    FROM stage_full WHERE item IS NOT NULL
 )
 SELECT run_id, rollout_id, line_no, CAST(item_idx AS INTEGER) AS item_idx,
        CASE WHEN from_event_line THEN coalesce(line_seq, it.seq) ELSE item_idx END AS src_seq,
@@ -194,11 +244,16 @@ FROM raw
 
 # The fast path, for files of whole new rollouts: turns and call latencies are computed on each
 # line's item list, so the events are written in one streaming statement without windows or sorts.
+# It reads the file itself ({read}: the full items), and takes each line's number from the stage.
+# {known_items} drops items of unknown types; where a file has none it is just the list, because
+# filtering copies every item.
 _INSERT_EVENTS_FROM_LINES = f"""
 INSERT INTO events BY NAME
 WITH lines AS (
-    SELECT run_id, rollout_id, rec_no, list_filter(items, x -> {_is_known("x")}) AS its
-    FROM stage WHERE items IS NOT NULL AND rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
+    SELECT r.run_id, r.rollout_id, s.rec_no, {{known_items}} AS its
+    FROM {{read}} r JOIN stage s ON s.run_id = r.run_id AND s.rollout_id = r.rollout_id
+    WHERE r.items IS NOT NULL AND s.items IS NOT NULL
+      AND s.rec_no NOT IN (SELECT rec_no FROM duplicate_lines)
 ), marked AS (
     SELECT *,
         list_transform(its, x -> {_is_model("x")}) AS model_flags,
@@ -208,16 +263,17 @@ WITH lines AS (
 ), bounded AS (
     SELECT *, [1] || list_filter(range(1, len(its) + 1),
                                  i -> model_flags[i] AND (i = 1 OR NOT model_flags[i - 1]))
-              || [len(its) + 1] AS bounds
+              || [len(its) + 1] AS bounds,
+              -- where each call's output is: the first output item with its call_id
+              list_transform(calls, y -> CASE WHEN y.is_output THEN y.call_id END) AS output_ids
     FROM marked
 ), listed AS (
     SELECT run_id, rollout_id, rec_no, its,
         flatten(list_transform(range(1, len(bounds)),
                                k -> list_transform(range(bounds[k + 1] - bounds[k]), _ -> k - 1))) AS turns,
-        list_transform(calls, x -> CASE WHEN x.is_call THEN coalesce(
-            list_filter(calls, y -> y.is_output AND y.call_id = x.call_id)[1].ms,
-            epoch_ms({_ts("list_filter(calls, y -> y.is_output AND y.call_id = x.call_id)[1].at")})
-              - epoch_ms({_ts("x.at")}),
+        list_transform(calls, x -> CASE WHEN x.is_call AND x.call_id IS NOT NULL THEN coalesce(
+            calls[list_position(output_ids, x.call_id)].ms,
+            epoch_ms({_ts("calls[list_position(output_ids, x.call_id)].at")}) - epoch_ms({_ts("x.at")}),
             x.ms) ELSE x.ms END) AS latencies
     FROM bounded
 ), raw AS (
@@ -226,7 +282,7 @@ WITH lines AS (
     FROM listed
 )
 SELECT run_id, rollout_id, CAST(item_idx AS INTEGER) AS seq, CAST(turn AS INTEGER) AS turn,
-       {_event_columns()},
+       {_event_columns(values_read_as_text=True)},
        CAST(duration_ms AS DOUBLE) AS duration_ms,
        item_idx AS src_seq, CAST($import_id AS INTEGER) AS import_id, rec_no AS line_no,
        CAST(item_idx AS INTEGER) AS item_idx, NULL::UBIGINT AS fingerprint
@@ -419,6 +475,38 @@ def _count(con: duckdb.DuckDBPyConnection, sql: str) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def _problem() -> str:
+    """SQL naming the first field of a staged line that is missing or not valid (NULL if none).
+
+    It is computed as the file is read, so validation costs no second pass over the items."""
+    splits = ", ".join(f"'{s}'" for s in SPLITS)
+    statuses = ", ".join(f"'{s}'" for s in STATUSES)
+    bad_content = (
+        # json_type, without parsing: the reader writes JSON values minified
+        "(x.type = 'message' AND x.content IS NOT NULL AND NOT (starts_with(x.content, '\"')"
+        " OR starts_with(x.content, '[') OR x.content = 'null'))"
+    )
+    bad_item_content = bad_content.replace("x.", "item.")
+    return f"""CASE
+        WHEN run_id IS NULL OR run_id = '' THEN 'run_id'
+        WHEN rollout_id IS NULL OR rollout_id = '' THEN 'rollout_id'
+        WHEN step < 0 THEN 'step'
+        WHEN split IS NOT NULL AND split NOT IN ({splits}) THEN 'split'
+        WHEN status IS NOT NULL AND status NOT IN ({statuses}) THEN 'status'
+        WHEN items IS NOT NULL AND item IS NOT NULL THEN 'item'
+        WHEN grades IS NOT NULL AND json_type(grades) NOT IN ('OBJECT', 'ARRAY', 'NULL') THEN 'grades'
+        WHEN isinf(reward) OR isnan(reward) THEN 'reward'
+        WHEN NOT isfinite(latency_ms) THEN 'latency_ms'
+        WHEN {_bad_time("started_at")} THEN 'started_at'
+        WHEN {_bad_time("ended_at")} THEN 'ended_at'
+        -- one pass over each item list: the exact validator names the item and field
+        WHEN list_bool_or(list_transform(items, x -> x.type IS NULL OR {bad_content}
+            OR {_bad_time("x.started_at")} OR NOT isfinite(x.duration_ms))) THEN 'items'
+        WHEN item IS NOT NULL AND (item.type IS NULL OR {bad_item_content}
+            OR {_bad_time("item.started_at")} OR NOT isfinite(item.duration_ms)) THEN 'item'
+    END"""
+
+
 class CanonicalIngest:
     """One canonical file into the store, on a connection whose transaction the caller owns."""
 
@@ -426,6 +514,8 @@ class CanonicalIngest:
         self.con = con
         self.path = path
         self.display_name = display_name
+        self.read_params: dict[str, object] = {}
+        self._compression: str | None = None
 
     def _fail(self, record_number: int, field: str, message: str) -> IngestError:
         exact = first_problem(self.path, self.display_name)
@@ -438,81 +528,71 @@ class CanonicalIngest:
             field=field or None,
         )
 
-    def stage(self, compression: str | None) -> int:
-        """Read the file into a temp table. Returns the number of records."""
-        columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind in COLUMNS.items()) + "}"
-        read = (
-            f"read_json(?, columns = {columns}, format = 'newline_delimited', compression = ?,"
-            " maximum_object_size = ?)"
+    def read_sql(self, item_type: str) -> str:
+        """The file as DuckDB reads it, with items of `item_type` (named parameters: read_params)."""
+        return (
+            f"read_json($path, columns = {_columns_spec(item_type)}, format = 'newline_delimited',"
+            " compression = $compression, maximum_object_size = $max_bytes)"
         )
-        params = [str(self.path), compression or "uncompressed", max_line_bytes()]
+
+    def stage(self, compression: str | None) -> int:
+        """Read the file into the `stage` view (items cut to what is checked). Returns the number
+        of records."""
+        self.read_params = {
+            "path": str(self.path),
+            "compression": compression or "uncompressed",
+            "max_bytes": max_line_bytes(),
+        }
+        self._compression = compression
+        self._materialize("stage", self.read_sql(CHECKED_ITEM_TYPE), f", {_problem()} AS problem")
+        return _count(self.con, "SELECT count(*) FROM stage")
+
+    def _materialize(self, view: str, read: str, computed: str = "") -> None:
+        """`view` over a temp table of the whole read, with `rec_no`: the record's number, and the
+        `computed` columns (", expr AS name", ...)."""
+        raw = f"{view}_raw"
         # Fast: the record number is the staged row's rowid. With insertion order preserved (for
         # this cursor only) the parallel reader stores records in file order, about twice as fast
         # as WITH ORDINALITY. But order preservation holds batches in memory: a file that may not
         # fit the memory limit is numbered WITH ORDINALITY instead, which spills.
-        try:
-            if _fits_in_memory(self.con, self.path, compression):
+        with self._reading():
+            if _fits_in_memory(self.con, self.path, self._compression):
                 self.con.execute("SET SESSION preserve_insertion_order = true")
                 self.con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE stage_raw AS SELECT * FROM {read}", params
+                    f"CREATE OR REPLACE TEMP TABLE {raw} AS SELECT *{computed} FROM {read}",
+                    self.read_params,
                 )
                 self.con.execute("RESET SESSION preserve_insertion_order")
                 # Inside a transaction the rowids of new rows start at a large offset.
-                first, last, count = _rowid_span(self.con)
+                first, last, count = _rowid_span(self.con, raw)
                 if not count or last - first + 1 == count:
                     self.con.execute(
-                        "CREATE OR REPLACE TEMP VIEW stage AS"
-                        f" SELECT *, rowid - {first} + 1 AS rec_no FROM stage_raw"
+                        f"CREATE OR REPLACE TEMP VIEW {view} AS"
+                        f" SELECT *, rowid - {first} + 1 AS rec_no FROM {raw}"
                     )
-                    return _count(self.con, "SELECT count(*) FROM stage")
+                    return
             self.con.execute(
-                "CREATE OR REPLACE TEMP TABLE stage_raw AS"
-                f" SELECT * RENAME (ordinality AS rec_no) FROM {read} WITH ORDINALITY",
-                params,
+                f"CREATE OR REPLACE TEMP TABLE {raw} AS"
+                f" SELECT * RENAME (ordinality AS rec_no){computed} FROM {read} WITH ORDINALITY",
+                self.read_params,
             )
-            self.con.execute("CREATE OR REPLACE TEMP VIEW stage AS SELECT * FROM stage_raw")
+            self.con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT * FROM {raw}")
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """A reader error becomes the exact validator's message for the first bad line."""
+        try:
+            yield
         except duckdb.Error as exc:
             exact = first_problem(self.path, self.display_name)
             if exact is not None:
                 raise exact from exc
             raise IngestError(_clean_duckdb_message(exc), file=self.display_name) from exc
-        return _count(self.con, "SELECT count(*) FROM stage")
 
     def validate(self) -> None:
-        splits = ", ".join(f"'{s}'" for s in SPLITS)
-        statuses = ", ".join(f"'{s}'" for s in STATUSES)
-        bad_content = (
-            # json_type, without parsing: the reader writes JSON values minified
-            "(x.type = 'message' AND x.content IS NOT NULL AND NOT (starts_with(x.content, '\"')"
-            " OR starts_with(x.content, '[') OR x.content = 'null'))"
-        )
-        bad_item_content = bad_content.replace("x.", "item.")
         row = _first(
             self.con,
-            f"""
-            SELECT rec_no, CASE
-                WHEN run_id IS NULL OR run_id = '' THEN 'run_id'
-                WHEN rollout_id IS NULL OR rollout_id = '' THEN 'rollout_id'
-                WHEN step < 0 THEN 'step'
-                WHEN split IS NOT NULL AND split NOT IN ({splits}) THEN 'split'
-                WHEN status IS NOT NULL AND status NOT IN ({statuses}) THEN 'status'
-                WHEN items IS NOT NULL AND item IS NOT NULL THEN 'item'
-                WHEN grades IS NOT NULL AND json_type(grades) NOT IN ('OBJECT', 'ARRAY', 'NULL') THEN 'grades'
-                WHEN list_bool_or(list_transform(items, x -> x.type IS NULL OR {bad_content})) THEN 'items'
-                WHEN item IS NOT NULL AND (item.type IS NULL OR {bad_item_content}) THEN 'item'
-                WHEN isinf(reward) OR isnan(reward) THEN 'reward'
-                WHEN NOT isfinite(latency_ms) THEN 'latency_ms'
-                WHEN {_bad_time("started_at")} THEN 'started_at'
-                WHEN {_bad_time("ended_at")} THEN 'ended_at'
-                WHEN list_bool_or(list_transform(items, x -> {_bad_time("x.started_at")})) THEN 'items'
-                WHEN {_bad_time("item.started_at")} THEN 'item'
-                WHEN list_bool_or(list_transform(items, x -> NOT isfinite(x.duration_ms))) THEN 'items'
-                WHEN NOT isfinite(item.duration_ms) THEN 'item'
-            END AS problem
-            FROM stage
-            WHERE problem IS NOT NULL
-            ORDER BY rec_no LIMIT 1
-            """,
+            "SELECT rec_no, problem FROM stage WHERE problem IS NOT NULL ORDER BY rec_no LIMIT 1",
         )
         if row is not None:
             raise self._fail(int(str(row[0])), str(row[1]), "is missing or not valid")
@@ -564,10 +644,25 @@ class CanonicalIngest:
         )
         event_lines = _count(con, "SELECT count(*) FROM stage WHERE item IS NOT NULL")
         fast = event_lines == 0 and touches_stored == 0
+        unknown = con.execute(
+            f"""
+            SELECT type, count(*) FROM (
+                SELECT unnest(list_filter(items, x -> NOT {_is_known("x")})).type AS type FROM stage
+                UNION ALL
+                SELECT item.type FROM stage WHERE item IS NOT NULL AND NOT {_is_known("item")})
+            GROUP BY ALL ORDER BY 2 DESC
+            """
+        ).fetchall()
         if fast:
-            result.events_added = _count_changes(
-                con.execute(_INSERT_EVENTS_FROM_LINES, {"import_id": import_id})
-            )
+            known_items = f"list_filter(r.items, x -> {_is_known('x')})" if unknown else "r.items"
+            insert = _INSERT_EVENTS_FROM_LINES.replace("{read}", self.read_sql(FAST_ITEM_TYPE))
+            with self._reading():
+                result.events_added = _count_changes(
+                    con.execute(
+                        insert.replace("{known_items}", known_items),
+                        {"import_id": import_id, **self.read_params},
+                    )
+                )
             con.execute(_EVENT_STATS.format(scope=f"import_id = {int(import_id)}"))
         else:
             result.events_added, event_duplicates = self._merge_events(import_id)
@@ -577,25 +672,6 @@ class CanonicalIngest:
                     scope="(run_id, rollout_id) IN (SELECT run_id, rollout_id FROM affected)"
                 )
             )
-        # Every item of a clean fast-path file became an event: then no item had an unknown type.
-        all_items_stored = (
-            fast
-            and duplicates == 0
-            and _count(con, "SELECT sum(len(items)) FROM stage") == result.events_added
-        )
-        unknown = (
-            []
-            if all_items_stored
-            else con.execute(
-                f"""
-            SELECT type, count(*) FROM (
-                SELECT unnest(list_filter(items, x -> NOT {_is_known("x")})).type AS type FROM stage
-                UNION ALL
-                SELECT item.type FROM stage WHERE item IS NOT NULL AND NOT {_is_known("item")})
-            GROUP BY ALL ORDER BY 2 DESC
-            """
-            ).fetchall()
-        )
         for item_type, count in unknown:
             result.warnings.append(f"{count} items of unknown type {item_type!r} were skipped")
         result.duplicates_skipped = duplicates
@@ -632,6 +708,7 @@ class CanonicalIngest:
         """The general path: new items merged with the stored trajectory of each touched rollout,
         then the whole trajectory renumbered. Returns (events added, duplicate event lines)."""
         con = self.con
+        self._materialize("stage_full", self.read_sql(ITEM_TYPE))
         try:
             con.execute(_STAGE_ITEMS)
         except duckdb.Error as exc:
@@ -709,9 +786,11 @@ class CanonicalIngest:
 
     @staticmethod
     def cleanup(con: duckdb.DuckDBPyConnection) -> None:
-        con.execute("DROP VIEW IF EXISTS temp.stage")
+        for view in ("stage", "stage_full"):
+            con.execute(f"DROP VIEW IF EXISTS temp.{view}")
         for table in (
             "stage_raw",
+            "stage_full_raw",
             "duplicate_lines",
             "stage_items",
             "stage_grades",
@@ -745,9 +824,9 @@ def _fits_in_memory(con: duckdb.DuckDBPyConnection, path: Path, compression: str
     return size * 2 < limit
 
 
-def _rowid_span(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int]:
+def _rowid_span(con: duckdb.DuckDBPyConnection, table: str) -> tuple[int, int, int]:
     row = con.execute(
-        "SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1), count(*) FROM stage_raw"
+        f"SELECT coalesce(min(rowid), 0), coalesce(max(rowid), -1), count(*) FROM {table}"
     ).fetchone()
     return (int(row[0]), int(row[1]), int(row[2])) if row else (0, -1, 0)
 
