@@ -56,19 +56,51 @@ def default_db_path() -> Path:
     return data_home / "rollscope" / "rollscope.duckdb"
 
 
-def _hash_path(path: Path, progress: Callable[[int], None] | None = None) -> str:
+class _AlreadyImported(Exception):
+    """The file's content was imported before: the transaction is rolled back, nothing changes."""
+
+
+def _imported_before(cur: duckdb.DuckDBPyConnection, content_hash: str) -> bool:
+    found = cur.execute(
+        "SELECT 1 FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1", [content_hash]
+    ).fetchone()
+    return found is not None
+
+
+class _BackgroundHash:
+    """SHA-256 of a file or folder, computed in a side thread; `result()` waits for it."""
+
+    def __init__(self, path: Path, name: str) -> None:
+        self._name = name
+        self._digest: str | None = None
+        self._error: OSError | None = None
+        self._thread = threading.Thread(target=self._run, args=(path,), daemon=True)
+        self._thread.start()
+
+    def _run(self, path: Path) -> None:
+        try:
+            self._digest = _hash_path(path)
+        except OSError as exc:
+            self._error = exc
+
+    def result(self) -> str:
+        self._thread.join()
+        if self._error is not None:
+            message = f"cannot read the file: {self._error.strerror or self._error}"
+            raise IngestError(message, file=self._name) from self._error
+        assert self._digest is not None
+        return self._digest
+
+
+def _hash_path(path: Path) -> str:
     digest = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    done = 0
     for file in files:
         if path.is_dir():
             digest.update(str(file.relative_to(path)).encode())
         with file.open("rb") as handle:
             while chunk := handle.read(4 << 20):
                 digest.update(chunk)
-                done += len(chunk)
-                if progress:
-                    progress(done)
     return digest.hexdigest()
 
 
@@ -248,24 +280,16 @@ class Store:
             if progress:
                 progress(min(int(done), total), total)
 
-        try:
-            content_hash = _hash_path(path, lambda done: report(0.15 * done))
-        except OSError as exc:
-            raise IngestError(f"cannot read the file: {exc.strerror or exc}", file=name) from exc
+        # The content hash is computed beside the import's first steps (it releases the GIL):
+        # a canonical file is staged meanwhile and checked against earlier imports before
+        # anything is written.
+        hashing = _BackgroundHash(path, name)
         importer = get_importer(format) if format else self.detect_format(path, name)
         if importer is None:
             raise UnknownFormatError(
                 f"cannot tell which format this is. Known formats: {describe_formats()}", file=name
             )
-        cur = self.cursor()
-        try:
-            previous = cur.execute(
-                "SELECT import_id FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1",
-                [content_hash],
-            ).fetchone()
-        finally:
-            cur.close()
-        if previous is not None:
+        if importer.convert is not None and self._imported_before(hashing.result()):
             report(total)
             return IngestResult(file=name, format=importer.name, already_imported=True)
 
@@ -286,7 +310,7 @@ class Store:
                         self,
                         guard_converter(importer.convert(source), importer.label, name),
                         name,
-                        content_hash,
+                        hashing.result(),
                         format=importer.name,
                     )
                     report(total)
@@ -296,9 +320,10 @@ class Store:
                 if count == 0:
                     raise IngestError(f"no rollouts found in this {importer.label} file", file=name)
             report(0.2 * total)
-            result = self._ingest_canonical(
-                canonical_path, name, importer, content_hash, report, total
-            )
+            result = self._ingest_canonical(canonical_path, name, importer, hashing, report, total)
+        except _AlreadyImported:
+            report(total)
+            return IngestResult(file=name, format=importer.name, already_imported=True)
         except Exception as exc:  # a damaged, hostile or unreadable file: say so, store unchanged
             error = translate_read_error(exc, name)
             if error is exc:
@@ -309,12 +334,19 @@ class Store:
         report(total)
         return result
 
+    def _imported_before(self, content_hash: str) -> bool:
+        cur = self.cursor()
+        try:
+            return _imported_before(cur, content_hash)
+        finally:
+            cur.close()
+
     def _ingest_canonical(
         self,
         path: Path,
         name: str,
         importer: Importer,
-        content_hash: str,
+        hashing: _BackgroundHash,
         report: Callable[[float], None],
         total: int,
     ) -> IngestResult:
@@ -323,22 +355,12 @@ class Store:
         attempts = DUCKLAKE_COMMIT_ATTEMPTS if self.ducklake else 1
         for attempt in range(1, attempts + 1):
             try:
-                return self._ingest_canonical_once(
-                    path, name, importer, content_hash, report, total
-                )
+                return self._ingest_canonical_once(path, name, importer, hashing, report, total)
             except duckdb.Error as exc:
                 if attempt == attempts or not is_conflict(exc):
                     raise
             time.sleep(random.uniform(0.05, 0.2) * 2**attempt)
-            cur = self.cursor()
-            try:
-                done = cur.execute(
-                    "SELECT 1 FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1",
-                    [content_hash],
-                ).fetchone()
-            finally:
-                cur.close()
-            if done is not None:
+            if self._imported_before(hashing.result()):
                 return IngestResult(file=name, format=importer.name, already_imported=True)
         raise AssertionError("unreachable")
 
@@ -347,7 +369,7 @@ class Store:
         path: Path,
         name: str,
         importer: Importer,
-        content_hash: str,
+        hashing: _BackgroundHash,
         report: Callable[[float], None],
         total: int,
     ) -> IngestResult:
@@ -365,6 +387,9 @@ class Store:
                 import_id = self.next_import_id(cur)
                 with _poll_progress(cur, lambda fraction: report((0.2 + 0.5 * fraction) * total)):
                     job.stage(compression_of(path))
+                content_hash = hashing.result()
+                if _imported_before(cur, content_hash):
+                    raise _AlreadyImported
                 job.validate()
                 report(0.75 * total)
                 result = job.write(import_id)
