@@ -33,9 +33,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-import duckdb
 import pandas as pd
 
+from . import summary_state
 from .store import Store
 
 __all__ = [
@@ -79,8 +79,6 @@ BANDS: tuple[tuple[float, float], ...] = ((0.1, 0.9), (0.25, 0.75), (0.05, 0.95)
 BINS_PER_E = 50
 BIN_WIDTH = math.exp(1 / BINS_PER_E) - 1
 
-#: Bump when a summary's SQL changes, so stores built by older code are rebuilt.
-SUMMARY_VERSION = 4
 
 Steps = tuple[int, int] | None
 
@@ -104,7 +102,7 @@ _CALLS = """
     SELECT e.run_id, e.rollout_id, e.turn, r.step, r.split,
            coalesce(e.tool_name, '(unnamed)') AS tool_name, e.duration_ms,
            x.call_id IS NOT NULL AS failed
-    FROM events e JOIN rollouts r USING (run_id, rollout_id)
+    FROM events e JOIN {rollouts} r USING (run_id, rollout_id)
     LEFT JOIN (
         SELECT DISTINCT run_id, rollout_id, call_id FROM events
         WHERE kind = 'tool_result' AND call_id IS NOT NULL AND error IS NOT NULL AND error <> ''
@@ -130,7 +128,7 @@ _SUMMARIES: dict[str, str] = {
         ), per_prompt AS (
             SELECT run_id, step, split, max(reward) - min(reward) AS spread,
                    stddev_pop(reward) AS std
-            FROM rollouts WHERE reward IS NOT NULL AND prompt_id IS NOT NULL
+            FROM {{rollouts}} WHERE reward IS NOT NULL AND prompt_id IS NOT NULL
             GROUP BY GROUPING SETS ((run_id, step, split, prompt_id), (run_id, step, prompt_id))
             HAVING count(*) >= 2
         ), spread AS (
@@ -144,8 +142,11 @@ _SUMMARIES: dict[str, str] = {
                    quantile_cont(reward, {list(REWARD_QUANTILES)}) AS reward_q,
                    avg(CASE WHEN reward <= 0 THEN 1.0 ELSE 0.0 END) FILTER (WHERE reward IS NOT NULL)
                        AS zero_share,
-                   avg(CASE WHEN best > 0 AND reward >= best THEN 1.0 ELSE 0.0 END)
-                       FILTER (WHERE reward IS NOT NULL) AS full_share,
+                   -- full share is read against the run's best now (see reward_by_step): a
+                   -- step is exact while the best it was built with still holds
+                   max(reward) AS reward_max, any_value(best) AS best_at_build,
+                   count(*) FILTER (WHERE reward IS NOT NULL AND best > 0 AND reward >= best)
+                       AS at_best,
                    quantile_cont(n_tool_calls, [0.5, 0.9, 0.99]) AS calls_q,
                    max(n_tool_calls) AS calls_max, avg(n_tool_calls) AS calls_mean,
                    avg(n_turns) AS turns_mean, quantile_cont(n_turns, 0.5) AS turns_p50,
@@ -160,7 +161,7 @@ _SUMMARIES: dict[str, str] = {
                    quantile_cont(reasoning_tokens, [0.5, 0.9]) AS reasoning_q,
                    sum(output_tokens) AS output_total,
                    sum(reward) FILTER (WHERE output_tokens IS NOT NULL) AS token_reward_total
-            FROM rollouts LEFT JOIN per_rollout c USING (run_id, rollout_id) JOIN best USING (run_id)
+            FROM {{rollouts}} LEFT JOIN per_rollout c USING (run_id, rollout_id) JOIN best USING (run_id)
             GROUP BY {_GROUPS}
         )
         SELECT steps.*, coalesce(s.prompts, 0) AS prompts,
@@ -172,7 +173,7 @@ _SUMMARIES: dict[str, str] = {
         SELECT r.run_id, r.step, {_SPLIT_KEY} AS split, g.grader, count(*) AS rollouts,
                avg(g.score) AS mean, quantile_cont(g.score, [0.1, 0.9]) AS score_q,
                avg(g.weight) AS weight, avg(g.score * coalesce(g.weight, 1.0)) AS contribution
-        FROM grades g JOIN rollouts r USING (run_id, rollout_id)
+        FROM grades g JOIN {{rollouts}} r USING (run_id, rollout_id)
         WHERE g.score IS NOT NULL
         GROUP BY GROUPING SETS ((r.run_id, r.step, r.split, g.grader), (r.run_id, r.step, g.grader))
         ORDER BY 1, 3, 2, 4
@@ -181,7 +182,7 @@ _SUMMARIES: dict[str, str] = {
         SELECT run_id, step, {_SPLIT_KEY} AS split, n_tool_calls, count(*) AS rollouts,
                count(reward) AS rewarded, sum(reward) AS reward_sum,
                sum(reward * reward) AS reward_sq_sum
-        FROM rollouts
+        FROM {{rollouts}}
         GROUP BY GROUPING SETS ((run_id, step, split, n_tool_calls), (run_id, step, n_tool_calls))
         ORDER BY 1, 3, 2, 4
     """,
@@ -204,17 +205,17 @@ _SUMMARIES: dict[str, str] = {
         GROUP BY ALL
         ORDER BY run_id, split, step, tool_name, bin
     """,
-    "dash_tool_bins_all": f"""
-        SELECT run_id, {_SPLIT_KEY} AS split, tool_name, {_bin("duration_ms")} AS bin,
-               count(*) AS calls, max(duration_ms) AS max_ms
-        FROM {{calls}} WHERE duration_ms IS NOT NULL
-        GROUP BY GROUPING SETS ((run_id, split, tool_name, bin), (run_id, tool_name, bin))
+    # Summed from dash_tool_bins (built before it), so it is rebuilt per run without the events.
+    "dash_tool_bins_all": """
+        SELECT run_id, split, tool_name, bin, CAST(sum(calls) AS BIGINT) AS calls,
+               max(max_ms) AS max_ms
+        FROM {tool_bins} GROUP BY ALL
         ORDER BY run_id, split, tool_name, bin
     """,
     "dash_latency_bins": f"""
         SELECT run_id, step, {_SPLIT_KEY} AS split, {_bin("latency_ms")} AS bin,
                count(*) AS rollouts, max(latency_ms) AS max_ms
-        FROM rollouts WHERE latency_ms IS NOT NULL
+        FROM {{rollouts}} WHERE latency_ms IS NOT NULL
         GROUP BY GROUPING SETS ((run_id, step, split, bin), (run_id, step, bin))
         ORDER BY 1, 3, 2, 4
     """,
@@ -225,7 +226,7 @@ _SUMMARIES: dict[str, str] = {
                             'prompt_id': prompt_id, 'latency_ms': latency_ms,
                             'n_tool_calls': n_tool_calls, 'n_turns': n_turns, 'reward': reward,
                             'status': status}}}}, latency_ms, {SLOWEST_KEPT}) AS top
-            FROM rollouts WHERE latency_ms IS NOT NULL
+            FROM {{rollouts}} WHERE latency_ms IS NOT NULL
             GROUP BY {_GROUPS}
         )
         SELECT run_id, step, split, unnest(top, recursive := true) FROM top
@@ -235,57 +236,111 @@ _SUMMARIES: dict[str, str] = {
 """Each summary table's SELECT (``{calls}`` stands for `_CALLS`)."""
 
 _CALLS_TABLE = "dash_tmp_calls"
-
-_KEY_SQL = f"""
-    SELECT 'v' || {SUMMARY_VERSION} || ':' || (SELECT coalesce(max(import_id), 0) FROM imports)
-           || '/' || (SELECT count(*) FROM imports) || '/' || (SELECT count(*) FROM runs)
-           || '/' || (SELECT count(*) FROM rollouts)
-"""
-
-
-def _is_current(cur: Any) -> bool:
-    """Whether the summary tables were built from the store as it is now (one cheap query)."""
-    try:
-        row = cur.execute(f"SELECT ({_KEY_SQL}) = (SELECT max(key) FROM dash_meta)").fetchone()
-    except duckdb.CatalogException:
-        return False
-    return bool(row and row[0])
+_SCOPE_TABLE = "dash_tmp_scope"
 
 
 def refresh_summaries(store: Store, *, force: bool = False) -> bool:
-    """Rebuild the summary tables if the store changed since they were built.
+    """Bring the summary tables up to date with the store.
 
-    Returns True if they were rebuilt. Cheap when they are current (one query of a few counts).
-    A store opened read-only is left alone; its queries read the summaries' SELECTs directly.
+    Only the (run, step) pairs that imports and deletions marked in `summary_dirty` are
+    recomputed; everything is rebuilt when `force`, when the tables are missing or from an older
+    version, or when the store changed without a mark. Returns True if anything was recomputed.
+    Cheap when they are current (one query of a few counts). A store opened read-only is left
+    alone; its queries read the summaries' SELECTs directly.
     """
     if store.read_only:
         return False
     cur = store.cursor()
     try:
-        if not force and _is_current(cur):
+        if not force and summary_state.is_current(cur):
             return False
     finally:
         cur.close()
     with store.transaction() as tx:
-        if not force and _is_current(tx):
+        if not force and summary_state.is_current(tx):
             return False  # another thread built them while this one waited
-        tx.execute(f"CREATE OR REPLACE TEMP TABLE {_CALLS_TABLE} AS {_CALLS}")
-        for table, select in _SUMMARIES.items():
-            tx.execute(f"CREATE OR REPLACE TABLE {table} AS {select.format(calls=_CALLS_TABLE)}")
-        tx.execute(f"DROP TABLE {_CALLS_TABLE}")
-        tx.execute(f"CREATE OR REPLACE TABLE dash_meta AS SELECT ({_KEY_SQL}) AS key")
+        dirty = tx.execute("SELECT count(*) FROM summary_dirty").fetchone()
+        if force or not summary_state.built_by_this_version(tx) or not (dirty and dirty[0]):
+            _rebuild_all(tx)
+        else:
+            _rebuild_dirty(tx)
+        summary_state.mark_current(tx)
     return True
 
 
+def _rebuild_all(tx: Any) -> None:
+    tx.execute(
+        f"CREATE OR REPLACE TEMP TABLE {_CALLS_TABLE} AS {_CALLS.format(rollouts='rollouts')}"
+    )
+    for table, select in _SUMMARIES.items():
+        sql = select.format(calls=_CALLS_TABLE, rollouts="rollouts", tool_bins="dash_tool_bins")
+        tx.execute(f"CREATE OR REPLACE TABLE {table} AS {sql}")
+    tx.execute(f"DROP TABLE {_CALLS_TABLE}")
+
+
+def _rebuild_dirty(tx: Any) -> None:
+    """Recompute the summaries' rows of the marked (run, step) pairs, and of every step of a
+    run whose best reward fell below what a step was built with (its full-reward share)."""
+    scope = _SCOPE_TABLE
+    tx.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {scope} AS
+        WITH whole_runs AS (SELECT DISTINCT run_id FROM summary_dirty WHERE step IS NULL)
+        SELECT run_id, step FROM summary_dirty WHERE step IS NOT NULL
+        UNION SELECT run_id, step FROM rollouts SEMI JOIN whole_runs USING (run_id)
+        UNION SELECT run_id, step FROM dash_steps SEMI JOIN whole_runs USING (run_id)
+        """
+    )
+    tx.execute(
+        f"""
+        INSERT INTO {scope}
+        WITH best AS (
+            SELECT run_id, max(reward) AS best FROM rollouts
+            WHERE run_id IN (SELECT run_id FROM {scope}) GROUP BY run_id
+        )
+        SELECT DISTINCT s.run_id, s.step FROM dash_steps s LEFT JOIN best b USING (run_id)
+        WHERE s.run_id IN (SELECT run_id FROM {scope})
+          AND s.best_at_build > coalesce(b.best, '-infinity'::DOUBLE)
+          AND (s.run_id, s.step) NOT IN (SELECT run_id, step FROM {scope})
+        """
+    )
+    rollouts = f"(SELECT * FROM rollouts SEMI JOIN {scope} USING (run_id, step))"
+    tx.execute(f"CREATE OR REPLACE TEMP TABLE {_CALLS_TABLE} AS {_CALLS.format(rollouts=rollouts)}")
+    for table, select in _SUMMARIES.items():
+        if table == "dash_tool_bins_all":
+            runs = f"(SELECT DISTINCT run_id FROM {scope})"
+            tx.execute(f"DELETE FROM {table} WHERE run_id IN {runs}")
+            tool_bins = f"(SELECT * FROM dash_tool_bins WHERE run_id IN {runs})"
+            tx.execute(f"INSERT INTO {table} BY NAME {select.format(tool_bins=tool_bins)}")
+            continue
+        tx.execute(
+            f"DELETE FROM {table} WHERE (run_id, step) IN (SELECT run_id, step FROM {scope})"
+        )
+        sql = select.format(calls=_CALLS_TABLE, rollouts=rollouts)
+        tx.execute(f"INSERT INTO {table} BY NAME {sql}")
+    tx.execute(f"DROP TABLE {_CALLS_TABLE}")
+    tx.execute(f"DROP TABLE {scope}")
+
+
 def _sources(store: Store, cur: Any) -> dict[str, str]:
-    """What a query reads each summary from: the table when it is current (rebuilding it first
-    if the store changed), else (a read-only store) the summary's SELECT as a subquery."""
-    if _is_current(cur):
+    """What a query reads each summary from: the table when it is current (bringing it up to
+    date first if the store changed), else (a read-only store) the summary's SELECT as a
+    subquery."""
+    if summary_state.is_current(cur):
         return {name: name for name in _SUMMARIES}
     if not store.read_only:
         refresh_summaries(store)
         return {name: name for name in _SUMMARIES}
-    return {name: f"({select.format(calls=f'({_CALLS})')})" for name, select in _SUMMARIES.items()}
+    calls = f"({_CALLS.format(rollouts='rollouts')})"
+    sources = {
+        name: f"({select.format(calls=calls, rollouts='rollouts', tool_bins='')})"
+        for name, select in _SUMMARIES.items()
+        if name != "dash_tool_bins_all"
+    }
+    sources["dash_tool_bins_all"] = "({})".format(
+        _SUMMARIES["dash_tool_bins_all"].format(tool_bins=sources["dash_tool_bins"])
+    )
+    return sources
 
 
 # --- plumbing ----------------------------------------------------------------------------------
@@ -431,9 +486,16 @@ def reward_by_step(
     return _query(
         store,
         f"""
+        WITH best AS (
+            SELECT run_id, max(reward_max) AS best FROM {{dash_steps}}
+            WHERE list_contains($runs, run_id) AND split = '{ALL_SPLITS}' GROUP BY run_id
+        )
         SELECT run_id, step, rewarded AS rollouts, reward_mean AS mean, reward_q[{mid}] AS median,
-               reward_q[{lo}] AS band_lo, reward_q[{hi}] AS band_hi, zero_share, full_share
-        FROM {{dash_steps}} s
+               reward_q[{lo}] AS band_lo, reward_q[{hi}] AS band_hi, zero_share,
+               -- a step built with an older, lower best holds no reward at today's best
+               CASE WHEN b.best > 0 AND s.best_at_build = b.best THEN s.at_best / s.rewarded
+                    ELSE 0.0 END AS full_share
+        FROM {{dash_steps}} s JOIN best b USING (run_id)
         WHERE {where} AND rewarded > 0 ORDER BY run_id, step
         """,
         params,

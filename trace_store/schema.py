@@ -191,6 +191,18 @@ MIGRATIONS: list[tuple[int, str, str]] = [
         DELETE FROM search_index_state;
         """,
     ),
+    (
+        6,
+        "summary_dirty",
+        # The (run, step) pairs whose rows the dashboards' summaries must recompute: written in
+        # the same transaction as the change (step NULL: the whole run).
+        """
+        CREATE TABLE summary_dirty (
+            run_id VARCHAR NOT NULL,
+            step INTEGER
+        );
+        """,
+    ),
 ]
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import pandas as pd
 
+from . import summary_state
 from .backends import (
     LAKE,
     connect_ducklake,
@@ -453,6 +454,7 @@ class Store:
         """Remove a run and every row of it. Returns the number of rollouts removed."""
         with self.transaction() as cur:
             row = cur.execute("SELECT count(*) FROM rollouts WHERE run_id = ?", [run_id]).fetchone()
+            summaries_current = summary_state.is_current(cur)
             for table in ("events", "grades", "flags", "step_metrics", "rollouts", "runs"):
                 cur.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             # Derived tables (the dashboards' summaries, ...) hold the run's rows too.
@@ -464,6 +466,9 @@ class Store:
             ).fetchall()
             for (table,) in derived:
                 cur.execute(f'DELETE FROM "{table}" WHERE run_id = ?', [run_id])
+            # Its summary rows went with it: summaries that were current still are.
+            if summaries_current:
+                summary_state.mark_current(cur)
             cur.execute("DELETE FROM imports WHERE len(run_ids) = 1 AND run_ids[1] = ?", [run_id])
         return int(row[0]) if row else 0
 

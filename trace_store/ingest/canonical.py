@@ -704,6 +704,16 @@ class CanonicalIngest:
         )
         assert counts is not None
         result.rollouts_added, result.rollouts_updated = int(str(counts[0])), int(str(counts[1]))
+        # The dashboards' summaries recompute the steps these rollouts were and are at.
+        before = (
+            " UNION SELECT run_id, step FROM rollouts SEMI JOIN affected USING (run_id, rollout_id)"
+            if touches_stored
+            else ""
+        )
+        con.execute(
+            "INSERT INTO summary_dirty (run_id, step)"
+            f" SELECT DISTINCT run_id, step FROM merged_rollouts{before}"
+        )
         if result.rollouts_updated:
             con.execute(
                 "DELETE FROM rollouts WHERE (run_id, rollout_id) IN"
