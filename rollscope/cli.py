@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from trace_store import IngestError, TraceStoreError, default_db_path, open_store
+from trace_store import IngestError, Store, TraceStoreError, default_db_path, open_store
 from trace_store.ingest import importers
+from trace_store.post_import import after_imports
 
 from . import app_script
 
@@ -41,6 +42,7 @@ def _progress_printer(label: str) -> Callable[[int, int], None]:
 
 def cmd_import(args: argparse.Namespace) -> int:
     failures = 0
+    run_ids: list[str] = []
     with open_store(args.db) as store:
         for name in args.files:
             path = Path(name)
@@ -55,7 +57,15 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(result.summary())
             for warning in result.warnings:
                 print(f"  warning: {warning}")
+            run_ids += result.run_ids
+        _after_imports(store, run_ids)
     return 1 if failures else 0
+
+
+def _after_imports(store: Store, run_ids: list[str]) -> None:
+    print("Updating the dashboards' summaries...", file=sys.stderr, flush=True)
+    for line in after_imports(store, run_ids):
+        print(line)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -65,6 +75,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return 0
         result = store.load_demo(progress=_progress_printer("demo"))
         print(result.summary())
+        _after_imports(store, result.run_ids)
     return 0
 
 
@@ -80,7 +91,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         with open_store(db) as store:
             if store.is_empty():
                 print("Loading the demo run into an empty store...", flush=True)
-                print(store.load_demo(progress=_progress_printer("demo")).summary())
+                result = store.load_demo(progress=_progress_printer("demo"))
+                print(result.summary())
+                _after_imports(store, result.run_ids)
     env = {**os.environ, "ROLLSCOPE_DB": str(db)}
     command = [
         sys.executable,

@@ -8,9 +8,11 @@ import streamlit as st
 
 from rollscope.ui import render, store_access, uploads
 from trace_store import Store
+from trace_store.post_import import after_imports
 
 RESULTS = "runs.import_results"  # outcomes of the last import, shown after the rerun
 UPLOADER = "runs.uploader_generation"  # bumped after an import to empty the uploader
+NOTES = "runs.import_notes"  # what the on-import audit rules found
 
 
 def _bar(text: str) -> uploads.Progress:
@@ -18,7 +20,16 @@ def _bar(text: str) -> uploads.Progress:
     return uploads.throttled(lambda f: bar.progress(f, text=f"{text} {f:.0%}"))
 
 
-def _finish(outcomes: list[uploads.UploadOutcome]) -> None:
+def _finish(store: Store, outcomes: list[uploads.UploadOutcome]) -> None:
+    run_ids = [r for o in outcomes if o.result is not None for r in o.result.run_ids]
+    if run_ids:
+        with st.spinner("Updating the dashboards…"):
+            try:
+                notes = after_imports(store, run_ids)
+            except Exception as exc:  # the import landed; say what did not follow it
+                render.show_error(exc, context="Updating the dashboards after the import")
+                notes = []
+        st.session_state[NOTES] = notes
     store_access.after_import()
     st.session_state[RESULTS] = outcomes
     st.session_state[UPLOADER] = st.session_state.get(UPLOADER, 0) + 1
@@ -38,7 +49,7 @@ def demo_offer(store: Store) -> None:
         except Exception as exc:
             render.show_error(exc, context="Loading the demo run")
         else:
-            _finish([uploads.UploadOutcome(file="demo run", result=result)])
+            _finish(store, [uploads.UploadOutcome(file="demo run", result=result)])
 
 
 def last_results() -> None:
@@ -50,6 +61,8 @@ def last_results() -> None:
             # The store's messages name the file already; others get it as context.
             named = outcome.file in str(outcome.error)
             render.show_error(outcome.error, context=None if named else outcome.file)
+    for note in st.session_state.get(NOTES, []):
+        st.info(render.escape_markdown(note), icon=":material/policy:")
 
 
 def uploader(store: Store) -> None:
@@ -98,7 +111,7 @@ def uploader(store: Store) -> None:
             )
             for upload, fmt in zip(files, chosen, strict=True)
         ]
-        _finish(outcomes)
+        _finish(store, outcomes)
 
 
 def _size(n: int) -> str:
