@@ -3,6 +3,8 @@
     python bench/dashboards.py                # build bench/.data/dashboards-1000000.duckdb once, time
     python bench/dashboards.py --size 200000  # a smaller store
     python bench/dashboards.py --rebuild      # regenerate the store first
+    python bench/dashboards.py --scaling 250000,1000000,5000000 --no-browser
+                                              # the curve: each screen's time against rollouts
 
 The store is filled with SQL (INSERT ... SELECT over range() with hash-based pseudo-random
 values) straight into the store's tables through a Store cursor: this measures queries, not
@@ -16,7 +18,10 @@ each screen in headless Chromium (all charts drawn) on a fresh app server. The m
 average goes into the results: other processes on 2 cores inflate every wall-clock figure; the
 CPU time of a screen's queries (this process, all DuckDB threads) is the figure they affect least. The reference,
 timed in the same run, is a bare ``SELECT count(*), avg(reward) FROM rollouts``.
-Results go to bench/results/dashboards.json.
+After the timings, one step of new rollouts (2,000, with their tool calls) is imported into a
+copy of the store and the summaries' refresh after it is timed: only that step's rows are
+recomputed. Results go to bench/results/dashboards.json (dashboards-<size>.json for another
+--size; dashboards-scaling.json for --scaling).
 """
 
 from __future__ import annotations
@@ -190,6 +195,89 @@ def screens(steps: int) -> dict[str, list[tuple[str, Callable[[Store], Any]]]]:
     }
 
 
+def one_step_records(step: int) -> list[dict[str, Any]]:
+    """A training step's worth of rollouts (PER_STEP) of the bench run, with tool calls."""
+    records = []
+    for n in range(PER_STEP):
+        items: list[dict[str, Any]] = [{"type": "message", "role": "user", "content": "task"}]
+        for c in range(n % 5):
+            call_id = f"new-{step}-{n}-{c}"
+            items.append({"type": "function_call", "call_id": call_id, "name": f"tool{c % 3}",
+                          "arguments": "{}"})  # fmt: skip
+            items.append({"type": "function_call_output", "call_id": call_id, "output": "ok",
+                          "duration_ms": 50.0 * (c + 1)})  # fmt: skip
+        items.append({"type": "message", "role": "assistant", "content": "done"})
+        records.append({
+            "run_id": RUN, "rollout_id": f"new-{step}-{n}", "step": step,
+            "prompt_id": f"p{n // 8}", "sample_index": n % 8, "split": "train",
+            "reward": (n % 10) / 10, "grades": {"tests": (n % 10) / 10},
+            "latency_ms": 1000.0 + n, "items": items,
+        })  # fmt: skip
+    return records
+
+
+def one_step_refresh(path: Path, steps: int) -> tuple[float, float]:
+    """(import ms, summaries refresh ms) for one new step imported into a copy of the store."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+        copy = Path(tmp) / path.name
+        shutil.copyfile(path, copy)
+        with open_store(copy) as store:
+            dashboards.refresh_summaries(store)
+            records = one_step_records(steps + 1)
+            imported = timed(lambda: store.ingest_records(records, display_name="one-step"))
+            refreshed = timed(lambda: dashboards.refresh_summaries(store))
+    return imported, refreshed
+
+
+def scaling(sizes: list[int], repeat: int) -> None:
+    """Each screen's warm query time at each store size, and its cost per million rollouts."""
+    rows: list[dict[str, Any]] = []
+    per_million: dict[str, list[float]] = {}
+    for size in sizes:
+        path = store_path(size)
+        with open_store(path) as store:
+            dashboards.refresh_summaries(store)
+            for screen, queries in screens(max(1, size // PER_STEP)).items():
+                for _, fn in queries:
+                    fn(store)  # warm
+                totals = [
+                    sum(timed(lambda fn=fn: fn(store)) for _, fn in queries)  # type: ignore[misc]
+                    for _ in range(repeat)
+                ]
+                warm = median(totals)
+                target = TARGET_MS if size <= 1_000_000 else 1000
+                rows.append(
+                    row(f"{screen} @ {size:,} rollouts", warm, "ms", f"< {target}", warm < target)
+                )
+                per_million.setdefault(screen, []).append(warm / (size / 1e6))
+    for screen, costs in per_million.items():
+        rows.append(
+            row(
+                f"{screen}: ms per 1M rollouts at {sizes[0]:,} / {sizes[-1]:,}",
+                costs[-1] / costs[0],
+                "x",
+                "<= 1 (no worse than linear)",
+                costs[-1] <= costs[0],
+            )
+        )
+    name = f"{NAME}-scaling"
+    params = {"sizes": sizes, "repeat": repeat, "load_average_1min": round(os.getloadavg()[0], 1)}
+    previous = load_previous(name)
+    print_table(save_results(name, rows, params), previous)
+
+
+def store_path(size: int) -> Path:
+    path = BENCH_DIR / ".data" / f"dashboards-{size}.duckdb"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open_store(path) as store:
+            build(store, size)
+    return path
+
+
 def timed(fn: Callable[[], Any]) -> float:
     t0 = time.perf_counter()
     fn()
@@ -254,7 +342,19 @@ def first_renders(path: Path, steps: int) -> dict[str, float]:
             start = time.perf_counter()
             page.goto(f"{url}/rewards?runs={RUN}&steps=1-{steps}&split=train")
             page.wait_for_function(drawn, arg=SCREEN_CHARTS["rewards"][1])
-            times["rewards: shared link (new page load)"] = time.perf_counter() - start
+            times["rewards: shared link, first visit (new page load, Plotly not cached)"] = (
+                time.perf_counter() - start
+            )
+            # A teammate who has opened Rollscope before: Plotly's bundle is in their cache.
+            page.goto(url)
+            page.wait_for_selector("[data-testid='stMain'] h1")
+            page.wait_for_function(settled)
+            start = time.perf_counter()
+            page.goto(f"{url}/rewards?runs={RUN}&steps=1-{steps}&split=train")
+            page.wait_for_function(drawn, arg=SCREEN_CHARTS["rewards"][1])
+            times["rewards: shared link, returning visitor (new page load)"] = (
+                time.perf_counter() - start
+            )
             for screen in ("tools", "latency"):
                 title, count = SCREEN_CHARTS[screen]
                 start = time.perf_counter()
@@ -278,15 +378,18 @@ def main() -> None:
     parser.add_argument(
         "--no-browser", action="store_true", help="skip the first-render timing in Chromium"
     )
+    parser.add_argument(
+        "--scaling", help="comma-separated store sizes: time every screen at each (the curve)"
+    )
     args = parser.parse_args()
+    if args.scaling:
+        scaling([int(n) for n in args.scaling.split(",")], args.repeat)
+        return
 
     path = BENCH_DIR / ".data" / f"dashboards-{args.size}.duckdb"
     if args.rebuild and path.exists():
         path.unlink()
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open_store(path) as store:
-            build(store, args.size)
+    path = store_path(args.size)
     steps = max(1, args.size // PER_STEP)
 
     with open_store(path) as store:
@@ -343,6 +446,9 @@ def main() -> None:
             if args.verbose:
                 for name, values in per_query.items():
                     rows.append(row(f"  {screen}.{name}", median(values), "ms"))
+    imported, refreshed = one_step_refresh(path, steps)
+    rows.append(row(f"one more step ({PER_STEP:,} rollouts): import", imported, "ms"))
+    rows.append(row("one more step: summaries refresh after it", refreshed, "ms"))
     if not args.no_browser:
         for what, seconds in first_renders(path, steps).items():
             if "reference" in what:
@@ -355,8 +461,9 @@ def main() -> None:
         "steps": steps,
         "load_average_1min": round(os.getloadavg()[0], 1),
     }
-    previous = load_previous(NAME)
-    data = save_results(NAME, rows, params)
+    name = NAME if args.size == 1_000_000 else f"{NAME}-{args.size}"
+    previous = load_previous(name)
+    data = save_results(name, rows, params)
     print_table(data, previous)
 
 

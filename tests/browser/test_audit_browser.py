@@ -65,6 +65,7 @@ def test_audit_screen_finds_the_planted_hacks_and_runs_the_judge(
     # the link columns: a replay of each flagged rollout, a compare with a clean sample
     assert f"{app_server}/replay?run=demo-train&rollout={planted[0]}" in cells
     assert any(c.startswith(f"{app_server}/compare?run=demo-train&rollout=") for c in cells)
+    page.get_by_role("button", name="Link to this view").click()
     expect(page.locator("[data-testid='stCode']").last).to_contain_text("view=flags")
     screenshot(page, "audit-flags")
 
@@ -98,5 +99,6 @@ def test_audit_screen_finds_the_planted_hacks_and_runs_the_judge(
     expect(page.locator("[data-testid='stMain']")).to_contain_text(
         "4 of 4 rollouts: 4 judged, 0 errors"
     )
+    page.get_by_role("button", name="Link to this view").click()
     expect(page.locator("[data-testid='stCode']").last).to_contain_text("model=judge-1")
     assert "model=judge-1" in page.url

@@ -65,6 +65,7 @@ def test_a_shared_rewards_link_opens_that_run_and_view(demo_db, app_server, page
 def test_the_copy_link_is_the_address_of_the_view(demo_db, app_server, page):
     page.goto(f"{app_server}/tools?runs=demo-baseline&split=eval&budget=12")
     expect(charts(page).first).to_be_visible(timeout=120_000)
+    page.get_by_role("button", name="Link to this view").click()
     link = page.locator("[data-testid='stCode']").last.inner_text()
     assert link.startswith(f"{app_server}/tools?runs=demo-baseline&split=eval&budget=12"), link
     assert "steps=0-0" in link
