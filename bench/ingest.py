@@ -125,9 +125,11 @@ class _TimedCursor:
         self._log = log
 
     def execute(self, sql: str, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        start, peak = time.perf_counter(), _maxrss_mb()
         self._con.execute(sql, *args, **kwargs)
-        self._log.append((time.perf_counter() - start, " ".join(sql.split())[:90]))
+        rose = _maxrss_mb() - peak  # > 0: this statement set a new peak
+        text = " ".join(sql.split())[:80]
+        self._log.append((time.perf_counter() - start, f"{text} (peak +{rose:,.0f} MB)"))
         return self
 
     def __getattr__(self, name: str) -> Any:

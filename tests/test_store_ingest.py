@@ -416,3 +416,61 @@ def test_tool_outputs_and_arguments_become_text_the_same_way_on_both_paths(tmp_p
     assert results == {name: text for name, (_, text) in outputs.items()}
     calls = got[got["kind"] == "tool_call"].set_index("call_id")["arguments"].to_dict()
     assert calls == {name: json.dumps({"q": name}, separators=(",", ":")) for name in outputs}
+
+
+def test_a_rollout_line_and_a_grade_line_for_it_in_one_file_make_one_rollout(store, tmp_path):
+    path = tmp_path / "two_lines.jsonl"
+    item = {"type": "message", "role": "user", "content": "hi"}
+    path.write_text(
+        json.dumps({"run_id": "t", "rollout_id": "r1", "items": [item], "grades": {"a": 1}})
+        + "\n"
+        + json.dumps({"run_id": "t", "rollout_id": "r1", "reward": 0.5, "grades": {"a": 0.5}})
+        + "\n"
+    )
+    result = store.ingest_file(path)
+    assert (result.rollouts_added, result.events_added) == (1, 1)
+    assert store.query_df("SELECT rollout_id, reward FROM rollouts").values.tolist() == [
+        ["r1", 0.5]
+    ]
+    grades = store.query_df("SELECT grader, score FROM grades")
+    assert grades.values.tolist() == [["a", 0.5]]  # the later line wins
+
+
+@pytest.mark.parametrize(
+    ("bad_item", "field"),
+    [
+        ({"type": "function_call_output", "call_id": "c", "started_at": "yesterday"}, "started_at"),
+        ({"type": "message", "role": "user", "content": 42}, "content"),
+    ],
+)
+def test_a_bad_item_deep_in_a_file_of_whole_rollouts_names_its_line(
+    store, tmp_path, bad_item, field
+):
+    good = {"type": "message", "role": "user", "content": "hi"}
+    lines = [{"run_id": "big", "rollout_id": f"r{n}", "items": [good, good]} for n in range(3000)]
+    lines[2499]["items"] = [good, bad_item]
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    before = table_counts(store)
+    with pytest.raises(IngestError, match=rf"big\.jsonl line 2500: .*{field}"):
+        store.ingest_file(path)
+    assert table_counts(store) == before
+
+
+def test_a_bad_item_in_a_rollout_already_stored_is_still_refused(store, tmp_path):
+    good = {"type": "message", "role": "user", "content": "hi"}
+    first = tmp_path / "first.jsonl"
+    first.write_text(json.dumps({"run_id": "d", "rollout_id": "r0", "items": [good]}) + "\n")
+    store.ingest_file(first)
+    before = table_counts(store)
+    again = tmp_path / "again.jsonl"  # r0 again (a duplicate, skipped), now with a bad item
+    bad = {"type": "message", "role": "user", "content": "hi", "duration_ms": "slow"}
+    again.write_text(
+        json.dumps({"run_id": "d", "rollout_id": "r1", "items": [good]})
+        + "\n"
+        + json.dumps({"run_id": "d", "rollout_id": "r0", "items": [good, bad]})
+        + "\n"
+    )
+    with pytest.raises(IngestError, match=r"again\.jsonl line 2"):
+        store.ingest_file(again)
+    assert table_counts(store) == before
