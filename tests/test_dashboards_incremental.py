@@ -1,14 +1,12 @@
 """The dashboards' summaries after each import or deletion recompute only the marked steps, and
 every screen's query then answers exactly what a from-scratch computation answers.
 
-The from-scratch answer is a copy of the store without its summary tables, opened read-only:
-its queries read the summaries' SELECTs over the whole store instead of the tables.
+The from-scratch answer is the same store after a forced full rebuild of its summaries.
 """
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -90,45 +88,40 @@ def _assert_same(got: dict[str, Any], expected: dict[str, Any], after: str) -> N
             assert got[name] == frame, f"{name} after {after}"
 
 
-def _from_scratch(db: Path, copy: Path) -> dict[str, Any]:
-    shutil.copyfile(db, copy)
-    with open_store(copy) as store:
-        tables = store.query_df(
-            "SELECT table_name FROM duckdb_tables() WHERE starts_with(table_name, 'dash_')"
-        )["table_name"]
-        for table in tables:
-            store.cursor().execute(f"DROP TABLE {table}")
-    with open_store(copy, read_only=True) as store:
-        return _screens(store)
-
-
 @pytest.fixture
-def no_full_rebuild(monkeypatch):
-    """Fails a refresh that rebuilds everything (once the summaries exist)."""
+def full_rebuilds(monkeypatch) -> list[int]:
+    """Counts the refreshes that rebuilt everything."""
+    calls: list[int] = []
+    rebuild_all = d._rebuild_all
 
-    def refuse(tx):
-        raise AssertionError("the summaries were rebuilt whole, not per step")
+    def counted(tx):
+        calls.append(1)
+        rebuild_all(tx)
 
-    return lambda: monkeypatch.setattr(d, "_rebuild_all", refuse)
+    monkeypatch.setattr(d, "_rebuild_all", counted)
+    return calls
 
 
 def test_each_change_recomputes_only_its_steps_and_matches_a_full_computation(
-    tmp_path, no_full_rebuild
+    tmp_path, full_rebuilds
 ):
     db = tmp_path / "store.duckdb"
 
     def check(after: str, change) -> None:
         with open_store(db) as store:
             change(store)
+            rebuilt_before = len(full_rebuilds)
             got = _screens(store)  # brings the summaries up to date first
-        _assert_same(got, _from_scratch(db, tmp_path / "scratch.duckdb"), after)
+            if after != "the first import":
+                assert len(full_rebuilds) == rebuilt_before, f"a full rebuild after {after}"
+            d.refresh_summaries(store, force=True)  # from scratch
+            _assert_same(got, _screens(store), after)
 
     first = [
         _rollout("A", f"a{s}{n}", s, 0.1 * n + 0.1 * s, n % 4) for s in (0, 1) for n in range(5)
     ]
     check("the first import", lambda s: s.ingest_file(_write(tmp_path / "1.jsonl", first)))
 
-    no_full_rebuild()
     # A later step with a new best reward: the earlier steps' full-reward share drops to 0.
     later = [_rollout("A", f"a2{n}", 2, 0.9 + 0.05 * n, 5 - n) for n in range(3)]
     check(

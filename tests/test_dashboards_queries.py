@@ -106,9 +106,11 @@ RECORDS = [
 ]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("dash") / "dash.duckdb"
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    # Per test, not per module: with --backend ducklake the store must be opened inside the
+    # test's own DuckLake mapping.
+    path = tmp_path / "dash.duckdb"
     with open_store(path) as store:
         store.ingest_records(RECORDS, display_name="dash.jsonl")
     return path
