@@ -14,7 +14,7 @@ from trace_store import IngestError, Store, TraceStoreError, default_db_path, op
 from trace_store.ingest import importers
 from trace_store.post_import import after_imports
 
-from . import app_script
+from . import server_script
 
 DEFAULT_UPLOAD_LIMIT_MB = 10240
 
@@ -100,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         "-m",
         "streamlit",
         "run",
-        str(app_script()),
+        str(server_script()),
         "--server.port",
         str(args.port),
         "--server.maxUploadSize",

@@ -1,6 +1,6 @@
 """Browser-test harness: the real app in a subprocess, driven by Debian's Chromium.
 
-``app_server`` starts ``streamlit run app.py`` on a free port against a tmp store and yields
+``app_server`` starts the app as ``rollscope serve`` does on a free port against a tmp store and yields
 its base URL; ``page`` is a fresh Playwright page in headless Chromium. Screenshots go to
 test-artifacts/screenshots/ (git-ignored) for a reviewer to look at.
 """
@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from rollscope import server_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")
@@ -76,7 +78,7 @@ def app_server(db_path: Path, tmp_path: Path) -> Iterator[str]:
     log = tmp_path / "streamlit.log"
     env = {**os.environ, "ROLLSCOPE_DB": str(db_path)}
     command = [
-        sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"),
+        sys.executable, "-m", "streamlit", "run", str(server_script()),  # as `rollscope serve`
         "--server.headless", "true",
         "--server.port", str(port),
         "--server.address", "127.0.0.1",
