@@ -1,4 +1,5 @@
-"""Rollscope: the Streamlit entry point (``streamlit run app.py`` or ``rollscope serve``).
+"""Rollscope: the Streamlit entry point (``rollscope serve``, or ``streamlit run app.py`` without
+the chart preload of rollscope/chart_preload.py).
 
 Routes over the screens in pages/ with stable URL paths (shared links depend on them) and
 draws the shared sidebar. A screen is registered only if its script exists: to add one,
