@@ -104,7 +104,8 @@ _CALLS = """
            x.call_id IS NOT NULL AS failed
     FROM events e JOIN {rollouts} r USING (run_id, rollout_id)
     LEFT JOIN (
-        SELECT DISTINCT run_id, rollout_id, call_id FROM events
+        SELECT DISTINCT run_id, rollout_id, call_id
+        FROM events SEMI JOIN {rollouts} USING (run_id, rollout_id)
         WHERE kind = 'tool_result' AND call_id IS NOT NULL AND error IS NOT NULL AND error <> ''
     ) x ON e.run_id = x.run_id AND e.rollout_id = x.rollout_id AND e.call_id = x.call_id
     WHERE e.kind = 'tool_call'
