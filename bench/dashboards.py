@@ -370,13 +370,12 @@ def first_renders(path: Path, steps: int) -> dict[str, float]:
                 new_profile(), rewards_link, SCREEN_CHARTS["rewards"][1]
             )
             # Another step range than above: this view's queries have not run yet.
+            unseen_link = f"{url}/rewards?runs={RUN}&steps=2-{steps}&split=train"
             times["rewards: shared link, browser that has opened Rollscope before"] = open_screen(
-                page,
-                f"{url}/rewards?runs={RUN}&steps=2-{steps}&split=train",
-                SCREEN_CHARTS["rewards"][1],
+                page, unseen_link, SCREEN_CHARTS["rewards"][1]
             )
             times["rewards: the same link again (returning visitor)"] = open_screen(
-                page, f"{url}/rewards?runs={RUN}&steps=2-{steps}&split=train", 4
+                page, unseen_link, SCREEN_CHARTS["rewards"][1]
             )
             for screen in ("tools", "latency"):
                 title, count = SCREEN_CHARTS[screen]
