@@ -27,10 +27,14 @@ recomputed. Results go to bench/results/dashboards.json (dashboards-<size>.json 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import socket
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -292,43 +296,23 @@ PLOTLY_FETCHED = (
 SCREEN_CHARTS = {"rewards": ("Rewards", 4), "tools": ("Tool calls", 8), "latency": ("Latency", 5)}
 
 
-def first_renders(path: Path, steps: int) -> dict[str, float]:
-    """Seconds until every chart of a screen is drawn in headless Chromium, on a fresh app
-    server started as ``rollscope serve`` starts it, so each screen's queries run for the first
-    time (Streamlit's query cache is empty). Browser caches differ between the cases:
-
-    - *new browser profile*: nothing cached; the browser also loads Streamlit's own ~100
-      scripts and Plotly. The Runs screen (no chart) in a new profile is the floor of that case.
-    - *browser that has opened Rollscope before*: Streamlit's scripts and Plotly are cached
-      (the chart preload fetched Plotly on the Runs screen); the view's queries never ran.
-    - *returning visitor*: the same link again; the queries are cached too.
-    - *from the sidebar*: switching screens without a page load, as a user does.
-    """
-    import socket
-    import subprocess
-    import urllib.request
-
-    from playwright.sync_api import sync_playwright
-
+@contextlib.contextmanager
+def app_server(script: Path, env: dict[str, str]) -> Iterator[str]:
+    """A Streamlit server on a free port, started as ``rollscope serve`` starts it; yields its
+    URL once it answers its health check."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "ROLLSCOPE_DB": str(path)}
     command = [
-        sys.executable, "-m", "streamlit", "run", str(server_script()),
+        sys.executable, "-m", "streamlit", "run", str(script),
         "--server.headless", "true", "--server.port", str(port),
         "--server.address", "127.0.0.1", "--server.fileWatcherType", "none",
         "--browser.gatherUsageStats", "false",
     ]  # fmt: skip
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    times: dict[str, float] = {}
-    drawn = (
-        "n => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg\").length"
-        " >= 2 * n && !document.querySelector(\"[data-testid='stStatusWidget']\")"
+    proc = subprocess.Popen(
+        command, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
-    settled = "() => !document.querySelector(\"[data-testid='stStatusWidget']\")"
-    rewards_link = f"{url}/rewards?runs={RUN}&steps=1-{steps}&split=train"
     try:
         for _ in range(600):
             try:
@@ -336,37 +320,76 @@ def first_renders(path: Path, steps: int) -> dict[str, float]:
                     break
             except OSError:
                 time.sleep(0.2)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
-            )
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
-            def new_profile() -> Any:
-                page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-                page.set_default_timeout(300_000)
-                return page
 
-            def open_runs(page: Any) -> float:
-                start = time.perf_counter()
-                page.goto(url)
-                page.wait_for_selector("[data-testid='stMain'] h1")
-                page.wait_for_function(settled)
-                return time.perf_counter() - start
+DRAWN = (
+    "n => document.querySelectorAll(\"[data-testid='stPlotlyChart'] .main-svg\").length"
+    " >= 2 * n && !document.querySelector(\"[data-testid='stStatusWidget']\")"
+)
+SETTLED = "() => !document.querySelector(\"[data-testid='stStatusWidget']\")"
+FOUR_CHARTS_PAGE = BENCH_DIR / "four_charts_page.py"
+FOUR_CHARTS_REFERENCE = "reference: a bare Streamlit page with four one-line charts, new profile"
+NEW_PROFILE = "rewards: shared link, new browser profile"
 
-            def open_screen(page: Any, link: str, charts: int) -> float:
-                start = time.perf_counter()
-                page.goto(link)
-                page.wait_for_function(drawn, arg=charts)
-                return time.perf_counter() - start
 
-            open_runs(new_profile())  # the server process warms up (imports, store opened)
+def first_renders(path: Path, steps: int) -> dict[str, float]:
+    """Seconds until every chart of a screen is drawn in headless Chromium, on a fresh app
+    server started as ``rollscope serve`` starts it, so each screen's queries run for the first
+    time (Streamlit's query cache is empty). Browser caches differ between the cases:
+
+    - *new browser profile*: nothing cached; the browser also loads Streamlit's own ~100
+      scripts and Plotly. Two references bound that case: the Runs screen (no chart) in a new
+      profile, and a bare Streamlit page that draws four one-line Plotly charts
+      (bench/four_charts_page.py, on its own server): no page of this stack draws four
+      charts in a new profile faster.
+    - *browser that has opened Rollscope before*: Streamlit's scripts and Plotly are cached
+      (the chart preload fetched Plotly on the Runs screen); the view's queries never ran.
+    - *returning visitor*: the same link again; the queries are cached too.
+    - *from the sidebar*: switching screens without a page load, as a user does.
+    """
+    from playwright.sync_api import sync_playwright
+
+    times: dict[str, float] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path="/usr/bin/chromium", args=["--no-sandbox"], headless=True
+        )
+
+        def new_profile() -> Any:
+            page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+            page.set_default_timeout(300_000)
+            return page
+
+        def open_runs(page: Any, url: str) -> float:
+            start = time.perf_counter()
+            page.goto(url)
+            page.wait_for_selector("[data-testid='stMain'] h1")
+            page.wait_for_function(SETTLED)
+            return time.perf_counter() - start
+
+        def open_screen(page: Any, link: str, charts: int) -> float:
+            start = time.perf_counter()
+            page.goto(link)
+            page.wait_for_function(DRAWN, arg=charts)
+            return time.perf_counter() - start
+
+        with app_server(FOUR_CHARTS_PAGE, {}) as url:
+            open_screen(new_profile(), url, 4)  # the server process warms up (imports)
+            times[FOUR_CHARTS_REFERENCE] = open_screen(new_profile(), url, 4)
+        with app_server(server_script(), {"ROLLSCOPE_DB": str(path)}) as url:
+            open_runs(new_profile(), url)  # the server process warms up (imports, store opened)
             page = new_profile()
-            times["Runs screen, new browser profile (reference: no chart)"] = open_runs(page)
+            times["Runs screen, new browser profile (reference: no chart)"] = open_runs(page, url)
             # Its preload fetches Plotly once the screen is drawn: let that finish, so that it
             # does not share the 2 cores with the next case.
             page.wait_for_function(PLOTLY_FETCHED)
             page.wait_for_timeout(2_000)
-            times["rewards: shared link, new browser profile"] = open_screen(
+            rewards_link = f"{url}/rewards?runs={RUN}&steps=1-{steps}&split=train"
+            times[NEW_PROFILE] = open_screen(
                 new_profile(), rewards_link, SCREEN_CHARTS["rewards"][1]
             )
             # Another step range than above: this view's queries have not run yet.
@@ -382,12 +405,9 @@ def first_renders(path: Path, steps: int) -> dict[str, float]:
                 start = time.perf_counter()
                 page.get_by_test_id("stSidebarNav").get_by_role("link", name=title).click()
                 page.wait_for_selector(f"[data-testid='stMain'] h1:has-text('{title}')")
-                page.wait_for_function(drawn, arg=count)
+                page.wait_for_function(DRAWN, arg=count)
                 times[f"{screen}: from the sidebar"] = time.perf_counter() - start
-            browser.close()
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        browser.close()
     return times
 
 
@@ -483,6 +503,8 @@ def main() -> None:
                 rows.append(row(f"first render, {what}", seconds, "s"))
             else:
                 rows.append(row(f"first render, {what}", seconds, "s", "< 2", seconds < 2))
+        ratio = median([r[NEW_PROFILE] / r[FOUR_CHARTS_REFERENCE] for r in renders])
+        rows.append(row(f"first render, {NEW_PROFILE}: ratio to the four-chart page", ratio, "x"))
     params = {
         "size": args.size,
         "repeat": args.repeat,
