@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from trace_store import open_store
+from trace_store.transfer import copy_store
 
 # --backend duckdb|ducklake for the store tests, and the session's PostgreSQL (pg_cluster).
 pytest_plugins = ["store_backends"]
@@ -20,6 +21,27 @@ DATA = Path(__file__).resolve().parent / "data"
 DEMO_SIZE = {"steps": 12, "prompts": 8, "samples": 4}
 
 
+@pytest.fixture(scope="session")
+def copy_store_file(store_target: Callable[[Path], str]) -> Callable[..., Path]:
+    """``copy_store_file(source, target)``: `target` holding what the store file `source`
+    holds, for a test to open. Under --backend ducklake a `*.duckdb` path opens as a DuckLake,
+    which a file copy cannot fill, so the rows are copied into that lake instead (`copy_store`,
+    as `rollscope migrate-store` does), unless `embedded` (a test marked embedded_only). Each
+    target is filled once."""
+    filled: set[Path] = set()
+
+    def copy(source: Path, target: Path, embedded: bool = False) -> Path:
+        if target not in filled:
+            if embedded or store_target(target) == str(target):
+                shutil.copyfile(source, target)
+            else:
+                copy_store(source, store_target(target))
+            filled.add(target)
+        return target
+
+    return copy
+
+
 @pytest.fixture
 def store_path(tmp_path: Path) -> Path:
     """A fresh, migrated, empty store file."""
@@ -29,18 +51,28 @@ def store_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def demo_store_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A store holding the small demo, built once per session. Read it; do not write to it
-    (use `demo_store_copy` for that)."""
-    path = tmp_path_factory.mktemp("demo-store") / "demo.duckdb"
+def demo_store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The small demo in an embedded store file, built once per session."""
+    path = tmp_path_factory.mktemp("demo-store") / "demo-source.duckdb"
     with open_store(path) as store:
         store.load_demo(**DEMO_SIZE)
     return path
 
 
+@pytest.fixture(scope="session")
+def demo_store_path(demo_store_file: Path, copy_store_file: Callable[..., Path]) -> Path:
+    """A store holding the small demo, shared by the session. Read it; do not write to it
+    (use `demo_store_copy` for that)."""
+    return copy_store_file(demo_store_file, demo_store_file.with_name("demo.duckdb"))
+
+
 @pytest.fixture
-def demo_store_copy(demo_store_path: Path, tmp_path: Path) -> Iterator[Path]:
+def demo_store_copy(
+    demo_store_file: Path,
+    tmp_path: Path,
+    copy_store_file: Callable[..., Path],
+    request: pytest.FixtureRequest,
+) -> Path:
     """A private copy of the demo store that a test may change."""
-    target = tmp_path / "demo-copy.duckdb"
-    shutil.copyfile(demo_store_path, target)
-    yield target
+    embedded = request.node.get_closest_marker("embedded_only") is not None
+    return copy_store_file(demo_store_file, tmp_path / "demo-copy.duckdb", embedded)

@@ -21,7 +21,7 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -166,6 +166,23 @@ def pg_cluster(request: pytest.FixtureRequest) -> Iterator[PgCluster]:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def lake_of(cluster: PgCluster, path: Path) -> str:
+    """The ROLLSCOPE_DB string of the DuckLake that stands for the store file `path`: a database
+    of its own, named after the path, and a data folder beside it."""
+    name = "t_" + hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:20]
+    return cluster.lake(name, path.parent / f"{path.name}.lake")
+
+
+@pytest.fixture(scope="session")
+def store_target(request: pytest.FixtureRequest) -> Callable[[Path], str]:
+    """``store_target(path)``: what opening the store file `path` opens under this session's
+    backend: the path itself, or under --backend ducklake the DuckLake that stands for it."""
+    if request.config.getoption("--backend") != "ducklake":
+        return str
+    cluster: PgCluster = request.getfixturevalue("pg_cluster")
+    return lambda path: lake_of(cluster, path)
+
+
 @pytest.fixture(autouse=True)
 def _store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Under --backend ducklake, stores opened at `*.duckdb` paths are DuckLakes instead."""
@@ -181,8 +198,6 @@ def _store_backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
         target = parse_target(value)  # type: ignore[arg-type]
         if target.is_ducklake or target.path is None or target.path.suffix != ".duckdb":
             return target
-        name = "t_" + hashlib.sha1(str(target.path.resolve()).encode()).hexdigest()[:20]
-        data = target.path.parent / f"{target.path.name}.lake"
-        return parse_target(cluster.lake(name, data))
+        return parse_target(lake_of(cluster, target.path))
 
     monkeypatch.setattr(store_module, "parse_target", lake_for)

@@ -43,10 +43,10 @@ CHARTS = {
 
 
 @pytest.fixture(scope="module")
-def demo_db(demo_store_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_db(demo_store_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the demo store with its dashboard summaries built (the screens only read)."""
     path = tmp_path_factory.mktemp("dash-pages") / "demo.duckdb"
-    shutil.copyfile(demo_store_path, path)
+    shutil.copyfile(demo_store_file, path)
     with open_store(path) as store:
         dashboards.refresh_summaries(store)
     return path

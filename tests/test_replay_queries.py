@@ -131,10 +131,9 @@ def store_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def store(store_file: Path, tmp_path: Path):
+def store(store_file: Path, tmp_path: Path, copy_store_file):
     # A private copy: searching builds the index, which writes.
-    copy = tmp_path / "copy.duckdb"
-    copy.write_bytes(store_file.read_bytes())
+    copy = copy_store_file(store_file, tmp_path / "copy.duckdb")
     with open_store(copy) as s:
         yield s
 
@@ -269,8 +268,9 @@ def test_a_big_update_runs_in_the_background_while_the_old_index_answers(store, 
     assert ids(R.list_rollouts(store, okapi)) == ["late"]
 
 
-def test_a_read_only_store_is_searched_by_scanning(store_file):
-    with open_store(store_file, read_only=True) as ro:
+def test_a_read_only_store_is_searched_by_scanning(store_file, tmp_path, copy_store_file):
+    unindexed = copy_store_file(store_file, tmp_path / "unindexed.duckdb")
+    with open_store(unindexed, read_only=True) as ro:
         assert ids(R.list_rollouts(ro, R.RolloutQuery(search="zebrafish"))) == ["p1-s1-1"]
         assert R.count_rollouts(ro, R.RolloutQuery(search="zebra")) == 0
         assert R.count_rollouts(ro, R.RolloutQuery(search='"denied permission"')) == 0
