@@ -22,6 +22,8 @@ from .errors import IngestError
 from .ingest.canonical import IngestResult
 
 if TYPE_CHECKING:
+    import duckdb
+
     from .store import Store
 
 SPLITS = ("train", "eval", "all")
@@ -120,8 +122,9 @@ def ingest_step_metrics(
     frame["value"] = frame["value"].astype("float64")
     frame["step"] = frame["step"].astype("int64")
     run_ids = sorted(runs)
-    result = StepMetricsResult(file=display_name, format=format, run_ids=run_ids)
-    with store.transaction() as cur:
+
+    def write(cur: duckdb.DuckDBPyConnection) -> StepMetricsResult:
+        result = StepMetricsResult(file=display_name, format=format, run_ids=run_ids)
         previous = cur.execute(
             "SELECT 1 FROM imports WHERE content_hash = ? AND outcome = 'ok' LIMIT 1",
             [content_hash],
@@ -130,9 +133,7 @@ def ingest_step_metrics(
             result.already_imported = True
             result.run_ids = []
             return result
-        next_id = cur.execute("SELECT nextval('import_ids')").fetchone()
-        assert next_id is not None
-        import_id = int(next_id[0])
+        import_id = store.next_import_id(cur)
         cur.register("new_step_metrics", frame)
         try:
             counted = cur.execute(
@@ -141,9 +142,13 @@ def ingest_step_metrics(
             ).fetchone()
             result.metrics_updated = int(counted[0]) if counted else 0
             result.metrics_added = len(frame) - result.metrics_updated
+            # Delete, then insert: DuckLake has no keys for INSERT OR REPLACE.
             cur.execute(
-                "INSERT OR REPLACE INTO step_metrics"
-                " (run_id, step, split, metric, value, source, import_id)"
+                "DELETE FROM step_metrics WHERE (run_id, step, split, metric) IN"
+                " (SELECT run_id, step, split, metric FROM new_step_metrics)"
+            )
+            cur.execute(
+                "INSERT INTO step_metrics (run_id, step, split, metric, value, source, import_id)"
                 " SELECT run_id, step, split, metric, value, source, ? FROM new_step_metrics",
                 [import_id],
             )
@@ -151,9 +156,12 @@ def ingest_step_metrics(
             cur.unregister("new_step_metrics")
         for run_id, (name, model) in runs.items():
             cur.execute(
-                "INSERT INTO runs (run_id, name, kind, model, source) VALUES (?, ?, 'train', ?, ?)"
-                " ON CONFLICT (run_id) DO UPDATE SET model = coalesce(runs.model, excluded.model)",
-                [run_id, name or run_id, model, display_name],
+                "UPDATE runs SET model = coalesce(model, ?) WHERE run_id = ?", [model, run_id]
+            )
+            cur.execute(
+                "INSERT INTO runs (run_id, name, kind, model, source)"
+                " SELECT ?, ?, 'train', ?, ? WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ?)",
+                [run_id, name or run_id, model, display_name, run_id],
             )
         result.steps = int(frame[["run_id", "step"]].drop_duplicates().shape[0])
         message = f"{len(frame)} step metrics for {result.steps} steps"
@@ -163,7 +171,9 @@ def ingest_step_metrics(
             " VALUES (?, ?, ?, ?, 0, 0, 0, ?, 'ok', ?)",
             [import_id, display_name, content_hash, format, run_ids, message],
         )
-    return result
+        return result
+
+    return store.write(write)
 
 
 def step_metrics_by_step(

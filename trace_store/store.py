@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
@@ -46,6 +46,8 @@ INGEST_MEMORY_ENV = "ROLLSCOPE_INGEST_MEMORY_LIMIT"
 disk). The JSON reader alone holds two buffers of twice the longest allowed line per thread."""
 INGEST_MEMORY_DEFAULT = "1536MB"
 DUCKLAKE_COMMIT_ATTEMPTS = 6
+
+T = TypeVar("T")
 
 
 def default_db_path() -> Path:
@@ -203,6 +205,30 @@ class Store:
             finally:
                 cur.close()
 
+    def write(self, work: Callable[[duckdb.DuckDBPyConnection], T]) -> T:
+        """``work(cur)`` in one write transaction. On DuckLake a commit that lost a race with
+        another writer is retried from the start, against the new snapshot: ``work`` must read
+        what it depends on (such as "imported before?") inside the transaction."""
+
+        def once() -> T:
+            with self.transaction() as cur:
+                return work(cur)
+
+        return self.retry_conflicts(once)
+
+    def retry_conflicts(self, attempt: Callable[[], T]) -> T:
+        """``attempt()``; on DuckLake, again (with backoff) while its commit conflicts with
+        another writer's."""
+        attempts = DUCKLAKE_COMMIT_ATTEMPTS if self.ducklake else 1
+        for number in range(1, attempts + 1):
+            try:
+                return attempt()
+            except duckdb.Error as exc:
+                if number == attempts or not is_conflict(exc):
+                    raise
+            time.sleep(random.uniform(0.05, 0.2) * 2**number)
+        raise AssertionError("unreachable")
+
     # -- reading -----------------------------------------------------------------------------
     def query_df(self, sql: str, params: list[Any] | dict[str, Any] | None = None) -> pd.DataFrame:
         cur = self.cursor()
@@ -353,17 +379,17 @@ class Store:
     ) -> IngestResult:
         """One transaction; on DuckLake, a commit that lost a race with another writer is retried
         against the new snapshot (unless that writer imported this very file)."""
-        attempts = DUCKLAKE_COMMIT_ATTEMPTS if self.ducklake else 1
-        for attempt in range(1, attempts + 1):
-            try:
-                return self._ingest_canonical_once(path, name, importer, hashing, report, total)
-            except duckdb.Error as exc:
-                if attempt == attempts or not is_conflict(exc):
-                    raise
-            time.sleep(random.uniform(0.05, 0.2) * 2**attempt)
-            if self._imported_before(hashing.result()):
+        tries = 0
+
+        def attempt() -> IngestResult:
+            nonlocal tries
+            tries += 1
+            # A retry: the writer that won the race may have imported this very file.
+            if tries > 1 and self._imported_before(hashing.result()):
                 return IngestResult(file=name, format=importer.name, already_imported=True)
-        raise AssertionError("unreachable")
+            return self._ingest_canonical_once(path, name, importer, hashing, report, total)
+
+        return self.retry_conflicts(attempt)
 
     def _ingest_canonical_once(
         self,

@@ -36,6 +36,8 @@ from ._convert import (
 from ._openai import ItemBuilder
 
 if TYPE_CHECKING:
+    import duckdb
+
     from ..store import Store
     from .canonical import IngestResult
 
@@ -340,12 +342,17 @@ def save_mapping(store: Store, name: str, mapping: FieldMapping) -> None:
     name = name.strip()
     if not name:
         raise MappingError("give the mapping a name")
-    with store.transaction() as cur:
+    spec = json.dumps(mapping.to_spec(), ensure_ascii=False)
+
+    def write(cur: duckdb.DuckDBPyConnection) -> None:
+        # Delete, then insert: DuckLake has no keys for INSERT OR REPLACE.
+        cur.execute("DELETE FROM field_mappings WHERE name = ?", [name])
         cur.execute(
-            "INSERT OR REPLACE INTO field_mappings (name, spec, created_at)"
-            " VALUES (?, ?, current_timestamp)",
-            [name, json.dumps(mapping.to_spec(), ensure_ascii=False)],
+            "INSERT INTO field_mappings (name, spec, created_at) VALUES (?, ?, current_timestamp)",
+            [name, spec],
         )
+
+    store.write(write)
 
 
 def list_mappings(store: Store) -> pd.DataFrame:
