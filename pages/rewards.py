@@ -1,5 +1,6 @@
 """Rewards: the reward curve per step (click a point to open the step), graders, zero/full
-reward shares and per-prompt spread, for one run or several overlaid."""
+reward shares and per-prompt spread, for one run or several overlaid; then what the training
+job itself reported, where its events were imported."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from rollscope.ui import charts_dashboards as charts
 from rollscope.ui import dashboard_filters as filters_ui
 from rollscope.ui import store_access, view_state
 from rollscope.ui.dashboard_tables import step_rollouts_table
+from rollscope.ui.job_metrics import job_metrics_section, no_rewards_then_job_metrics
 from trace_store import dashboards
 
 q = store_access.cached_query
@@ -27,7 +29,7 @@ with ema_col:
 
 rewards = q(dashboards.reward_by_step)(view.run_ids, band=band, **view.query)
 if rewards.empty:
-    st.info("No rollouts with a reward in this view: widen the steps or choose another split.")
+    no_rewards_then_job_metrics(view)
     view_state.copy_link()
     st.stop()
 
@@ -78,4 +80,5 @@ with spread_col:
     else:
         st.plotly_chart(charts.prompt_spread(spread, view.names, view.run_ids), width="stretch")
 
+job_metrics_section(view)
 view_state.copy_link()

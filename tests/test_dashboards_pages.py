@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -227,3 +229,80 @@ def test_changing_runs_moves_the_step_range_and_drops_a_vanished_step_quietly(de
     widget(at, "multiselect", "Runs").set_value(["demo-baseline"]).run()
     assert not at.warning, [w.value for w in at.warning]
     assert param(at, "steps") == ["0-0"]
+
+
+# --- what the training job reported (imported fine-tuning events) -----------------------------
+
+JOB_EVENTS = ROOT / "tests" / "data" / "importers" / "openai_finetune" / "ftjob-rft7.jsonl"
+JOB_RUN = "ftjob-rft7"
+JOB_CHART = "Reported by the training job: "
+
+
+@pytest.fixture(scope="module")
+def job_db(demo_store_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo plus a run that has only the metrics its fine-tuning job reported."""
+    path = tmp_path_factory.mktemp("job-metrics") / "job.duckdb"
+    shutil.copyfile(demo_store_file, path)
+    with open_store(path) as store:
+        store.ingest_file(JOB_EVENTS)
+        dashboards.refresh_summaries(store)
+    return path
+
+
+def plotted(values: list | dict) -> list:
+    """A trace's values: Plotly sends numeric arrays as base64 typed arrays."""
+    if isinstance(values, dict):
+        data = base64.b64decode(values["bdata"])
+        return [round(float(v), 3) for v in np.frombuffer(data, dtype=values["dtype"])]
+    return list(values)
+
+
+def lines(figure: dict) -> dict[str, tuple[list, list]]:
+    return {t["name"]: (plotted(t["x"]), plotted(t["y"])) for t in figure["data"]}
+
+
+def test_a_run_with_only_job_metrics_shows_them_instead_of_nothing(job_db, monkeypatch):
+    at = open_screen(job_db, monkeypatch, "rewards", runs=JOB_RUN)
+
+    assert "no rollouts, only the metrics their training job reported" in at.info[0].value
+    assert titles(at) == [JOB_CHART + "reward_mean"]
+    # The events file's train and validation mean reward (validation ran on even steps).
+    assert lines(figures(at)[0]) == {
+        "train": ([1, 2, 3, 4], [0.6, 0.65, 0.7, 0.75]),
+        "validation": ([2, 4], [0.5, 0.7]),
+    }
+    assert widget(at, "selectbox", "Job metric").value == "reward_mean"
+
+
+def test_the_job_metric_and_split_come_from_the_link(job_db, monkeypatch):
+    at = open_screen(
+        job_db,
+        monkeypatch,
+        "rewards",
+        runs=JOB_RUN,
+        metric="reward_mean/answer_check",
+        split="train",
+    )
+
+    assert not at.warning, [w.value for w in at.warning]
+    assert titles(at) == [JOB_CHART + "reward_mean/answer_check"]
+    assert lines(figures(at)[0]) == {"train": ([1, 2, 3, 4], [0.3, 0.4, 0.5, 0.6])}
+
+    widget(at, "selectbox", "Job metric").set_value("reward_mean").run()
+    assert param(at, "metric") == ["reward_mean"]
+
+
+def test_an_unknown_job_metric_in_the_link_warns_and_falls_back(job_db, monkeypatch):
+    at = open_screen(job_db, monkeypatch, "rewards", runs=JOB_RUN, metric="<b>nope</b>")
+
+    [warning] = [plain(w.value) for w in at.warning]
+    assert "“<b>nope</b>”" in warning
+    assert titles(at) == [JOB_CHART + "reward_mean"]
+
+
+def test_job_metrics_sit_below_the_rollout_curves_when_both_exist(job_db, monkeypatch):
+    at = open_screen(job_db, monkeypatch, "rewards", runs=["demo-train", JOB_RUN])
+
+    assert titles(at) == [*CHARTS["rewards"], JOB_CHART + "reward_mean"]
+    # Two runs chosen (one reported): its line is named after it; the split is train.
+    assert lines(figures(at)[-1]) == {f"{JOB_RUN} train": ([1, 2, 3, 4], [0.6, 0.65, 0.7, 0.75])}

@@ -237,6 +237,38 @@ def reward_shares(
     return _layout(fig, "Rollouts at zero and at full reward", y="share of rollouts")
 
 
+SPLIT_DASH = {"train": "solid", "eval": "dash", "all": "dot"}
+
+
+def trainer_metric(
+    frame: pd.DataFrame, names: Mapping[str, str], metric: str, order: Sequence[str] = ()
+) -> go.Figure:
+    """One metric the training job reported per step (`trace_store.metrics`), a line per run
+    and split: validation dashed."""
+    fig = go.Figure()
+    order = list(order) or _runs(frame)
+    for run_id in _runs(frame):
+        color = run_color(run_id, order)
+        of_run = frame[frame["run_id"] == run_id]
+        for split in dict.fromkeys(of_run["split"]):
+            rows = of_run[of_run["split"] == split].sort_values("step")
+            shown = "validation" if split == "eval" else str(split)
+            fig.add_trace(
+                go.Scatter(
+                    x=rows["step"],
+                    y=rows["value"],
+                    mode=_mode(rows),
+                    line={"color": color, "dash": SPLIT_DASH.get(str(split), "solid"), "width": 2},
+                    # Named after its run whenever several are chosen, even if one reported.
+                    name=f"{_label(names.get(run_id, run_id))} {shown}"
+                    if len(order) > 1
+                    else shown,
+                    hovertemplate=f"step %{{x}}<br>{shown} %{{y:.4g}}<extra></extra>",
+                )
+            )
+    return _layout(fig, f"Reported by the training job: {_label(metric)}", y=_label(metric))
+
+
 def prompt_spread(
     frame: pd.DataFrame, names: Mapping[str, str], order: Sequence[str] = ()
 ) -> go.Figure:

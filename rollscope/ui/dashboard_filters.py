@@ -2,7 +2,7 @@
 
 Shared by the three screens (same parameter names, so a choice carries over):
 ``runs`` (repeated), ``steps=lo-hi``, ``split=all|train|eval``. Per screen: ``band``,
-``ema``, ``grader``, ``step`` (Rewards), ``budget``, ``early``/``late`` (Tool calls, Latency).
+``ema``, ``grader``, ``step``, ``metric`` (Rewards), ``budget``, ``early``/``late`` (Tool calls, Latency).
 A bad or stale value warns (through `view_state`) and falls back to a default.
 """
 
@@ -182,6 +182,18 @@ def grader_control(graders: list[str]) -> str | None:
         format_func=lambda g: "all graders" if g == "all" else g,
     )
     return None if choice == "all" else choice
+
+
+def trainer_metric_control(metrics: list[str]) -> str:
+    """One of the metrics the training job reported; its mean reward by default."""
+    default = "reward_mean" if "reward_mean" in metrics else metrics[0]
+    return view_state.selectbox(
+        "Job metric",
+        "metric",
+        metrics,
+        default,
+        help="What the fine-tuning job itself reported per step (an imported events file).",
+    )
 
 
 def budget_control(default: int = 10) -> int:

@@ -1,0 +1,59 @@
+"""The Rewards screen's section for what a run's training job reported per step.
+
+An imported fine-tuning events file (`openai_finetune`, or `rollscope pull`) gives per-step
+metrics without rollouts: the job's own mean reward, per grader, on train and validation. They
+are drawn here, beside the curves computed from rollouts, or alone for a run that has none.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from rollscope.ui import charts_dashboards as charts
+from rollscope.ui import dashboard_filters as filters_ui
+from rollscope.ui import store_access
+from trace_store import metrics
+
+q = store_access.cached_query
+
+
+def no_rewards_then_job_metrics(view: filters_ui.Filters) -> None:
+    """What the screen shows when no rollout of the view has a reward: why, then the job's
+    metrics if any."""
+    runs = store_access.list_runs()
+    chosen = runs[runs["run_id"].isin(view.run_ids)]
+    rollouts = int(pd.to_numeric(chosen["rollouts"]).fillna(0).sum())
+    if rollouts == 0 and not q(metrics.step_metric_names)(list(view.run_ids)).empty:
+        st.info(
+            "These runs have no rollouts, only the metrics their training job reported (below). "
+            "Import the job's rollout traces to see how the agent earned its reward.",
+            icon=":material/info:",
+        )
+    else:
+        st.info("No rollouts with a reward in this view: widen the steps or choose another split.")
+    job_metrics_section(view)
+
+
+def job_metrics_section(view: filters_ui.Filters) -> bool:
+    """A metric picker and its chart for the chosen runs; False (nothing drawn) if their jobs
+    reported no metrics."""
+    reported = q(metrics.step_metric_names)(list(view.run_ids))
+    if reported.empty:
+        return False
+    st.subheader("Reported by the training job")
+    metric_col, _ = st.columns([1, 2])
+    with metric_col:
+        metric = filters_ui.trainer_metric_control(sorted(set(reported["metric"])))
+    # Metrics not tied to a split (`all`, such as step timings) show under either split.
+    splits = None if view.split is None else [view.split, "all"]
+    frame = q(metrics.step_metrics_by_step)(list(view.run_ids), metrics=[metric], splits=splits)
+    if frame.empty:
+        st.caption(f"The job reported {metric} for no step of this split.")
+        return True
+    st.plotly_chart(charts.trainer_metric(frame, view.names, metric, view.run_ids), width="stretch")
+    st.caption(
+        "Every step the job reported; the step range above filters rollouts only. "
+        "Validation is dashed."
+    )
+    return True
