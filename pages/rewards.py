@@ -29,7 +29,7 @@ with ema_col:
 
 rewards = q(dashboards.reward_by_step)(view.run_ids, band=band, **view.query)
 if rewards.empty:
-    no_rewards_then_job_metrics(view)
+    no_rewards_then_job_metrics(view, smoothing)
     view_state.copy_link()
     st.stop()
 
@@ -80,5 +80,5 @@ with spread_col:
     else:
         st.plotly_chart(charts.prompt_spread(spread, view.names, view.run_ids), width="stretch")
 
-job_metrics_section(view)
+job_metrics_section(view, smoothing)
 view_state.copy_link()

@@ -290,6 +290,10 @@ def test_the_job_metric_and_split_come_from_the_link(job_db, monkeypatch):
 
     widget(at, "selectbox", "Job metric").set_value("reward_mean").run()
     assert param(at, "metric") == ["reward_mean"]
+    # The screen's EMA smooths the job's curve too (weights 1, 1/2, 1/4, ... on older steps):
+    # (0.65 + 0.6/2) / 1.5, (0.7 + 0.65/2 + 0.6/4) / 1.75, (0.75 + ... + 0.6/8) / 1.875
+    at = open_screen(job_db, monkeypatch, "rewards", runs=JOB_RUN, split="train", ema="50")
+    assert lines(figures(at)[0])["train"][1] == [0.6, 0.633, 0.671, 0.713]
 
 
 def test_an_unknown_job_metric_in_the_link_warns_and_falls_back(job_db, monkeypatch):

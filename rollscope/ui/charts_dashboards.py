@@ -241,10 +241,15 @@ SPLIT_DASH = {"train": "solid", "eval": "dash", "all": "dot"}
 
 
 def trainer_metric(
-    frame: pd.DataFrame, names: Mapping[str, str], metric: str, order: Sequence[str] = ()
+    frame: pd.DataFrame,
+    names: Mapping[str, str],
+    metric: str,
+    order: Sequence[str] = (),
+    *,
+    smoothing: float = 0.0,
 ) -> go.Figure:
     """One metric the training job reported per step (`trace_store.metrics`), a line per run
-    and split: validation dashed."""
+    and split: validation dashed. `smoothing`: EMA weight, as on the rollout curves."""
     fig = go.Figure()
     order = list(order) or _runs(frame)
     for run_id in _runs(frame):
@@ -256,7 +261,7 @@ def trainer_metric(
             fig.add_trace(
                 go.Scatter(
                     x=rows["step"],
-                    y=rows["value"],
+                    y=ema(rows["value"], smoothing),
                     mode=_mode(rows),
                     line={"color": color, "dash": SPLIT_DASH.get(str(split), "solid"), "width": 2},
                     # Named after its run whenever several are chosen, even if one reported.
@@ -266,6 +271,8 @@ def trainer_metric(
                     hovertemplate=f"step %{{x}}<br>{shown} %{{y:.4g}}<extra></extra>",
                 )
             )
+    if not frame.empty and frame["step"].max() - frame["step"].min() <= 10:
+        fig.update_xaxes(dtick=1)  # a short job: whole steps, not 1.5
     return _layout(fig, f"Reported by the training job: {_label(metric)}", y=_label(metric))
 
 

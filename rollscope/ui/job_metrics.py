@@ -18,7 +18,7 @@ from trace_store import metrics
 q = store_access.cached_query
 
 
-def no_rewards_then_job_metrics(view: filters_ui.Filters) -> None:
+def no_rewards_then_job_metrics(view: filters_ui.Filters, smoothing: float) -> None:
     """What the screen shows when no rollout of the view has a reward: why, then the job's
     metrics if any."""
     runs = store_access.list_runs()
@@ -32,10 +32,10 @@ def no_rewards_then_job_metrics(view: filters_ui.Filters) -> None:
         )
     else:
         st.info("No rollouts with a reward in this view: widen the steps or choose another split.")
-    job_metrics_section(view)
+    job_metrics_section(view, smoothing)
 
 
-def job_metrics_section(view: filters_ui.Filters) -> bool:
+def job_metrics_section(view: filters_ui.Filters, smoothing: float) -> bool:
     """A metric picker and its chart for the chosen runs; False (nothing drawn) if their jobs
     reported no metrics."""
     reported = q(metrics.step_metric_names)(list(view.run_ids))
@@ -51,9 +51,10 @@ def job_metrics_section(view: filters_ui.Filters) -> bool:
     if frame.empty:
         st.caption(f"The job reported {metric} for no step of this split.")
         return True
-    st.plotly_chart(charts.trainer_metric(frame, view.names, metric, view.run_ids), width="stretch")
+    figure = charts.trainer_metric(frame, view.names, metric, view.run_ids, smoothing=smoothing)
+    st.plotly_chart(figure, width="stretch")
     st.caption(
-        "Every step the job reported; the step range above filters rollouts only. "
-        "Validation is dashed."
+        "Every step the job reported (the step range above filters rollouts only), smoothed "
+        "like the curves above. Validation is dashed."
     )
     return True
