@@ -239,13 +239,13 @@ JOB_CHART = "Reported by the training job: "
 
 
 @pytest.fixture(scope="module")
-def job_db(demo_store_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The demo plus a run that has only the metrics its fine-tuning job reported."""
+def job_db(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo plus a run that has only the metrics its fine-tuning job reported (no rollouts:
+    the demo's summaries stay as they are)."""
     path = tmp_path_factory.mktemp("job-metrics") / "job.duckdb"
-    shutil.copyfile(demo_store_file, path)
+    shutil.copyfile(demo_db, path)
     with open_store(path) as store:
         store.ingest_file(JOB_EVENTS)
-        dashboards.refresh_summaries(store)
     return path
 
 
