@@ -310,3 +310,7 @@ def test_job_metrics_sit_below_the_rollout_curves_when_both_exist(job_db, monkey
     assert titles(at) == [*CHARTS["rewards"], JOB_CHART + "reward_mean"]
     # Two runs chosen (one reported): its line is named after it; the split is train.
     assert lines(figures(at)[-1]) == {f"{JOB_RUN} train": ([1, 2, 3, 4], [0.6, 0.65, 0.7, 0.75])}
+
+    # With rollouts chosen too, the step range applies to the job's steps as well.
+    at = open_screen(job_db, monkeypatch, "rewards", runs=["demo-train", JOB_RUN], steps="3-8")
+    assert lines(figures(at)[-1]) == {f"{JOB_RUN} train": ([3, 4], [0.7, 0.75])}

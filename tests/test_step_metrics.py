@@ -40,6 +40,10 @@ def test_rft_events_give_reward_curves_per_split_and_grader(store_path: Path) ->
         assert set(train["source"]) == {f"ftevent-rft7-00{s}" for s in (1, 2, 3, 4)}
         valid = frame[frame["split"] == "eval"]
         assert valid["step"].tolist() == [2, 4]  # validation ran on even steps only
+        middle = step_metrics_by_step(
+            store, ["ftjob-rft7"], metrics=["reward_mean"], splits=["train"], steps=(2, 3)
+        )
+        assert middle["value"].round(3).tolist() == [0.65, 0.7]
         assert valid["value"].round(3).tolist() == [0.5, 0.7]
         per_grader = step_metrics_by_step(
             store, ["ftjob-rft7"], metrics=["reward_mean/answer_check"]

@@ -182,10 +182,12 @@ def step_metrics_by_step(
     *,
     metrics: Sequence[str] | None = None,
     splits: Sequence[str] | None = None,
+    steps: tuple[int, int] | None = None,
 ) -> pd.DataFrame:
     """Long table for the Rewards screen: run_id, step, split, metric, value, source, one row per
-    value, ordered by run, metric, split and step. `metrics`/`splits` filter when given; the overall
-    reward curve is ``metric = 'reward_mean'`` (per grader: ``'reward_mean/<grader>'``)."""
+    value, ordered by run, metric, split and step. `metrics`/`splits`/`steps` (first, last)
+    filter when given; the overall reward curve is ``metric = 'reward_mean'`` (per grader:
+    ``'reward_mean/<grader>'``)."""
     cur = store.cursor()
     try:
         return cur.execute(
@@ -195,6 +197,7 @@ def step_metrics_by_step(
             WHERE list_contains(?::VARCHAR[], run_id)
               AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], metric))
               AND (?::VARCHAR[] IS NULL OR list_contains(?::VARCHAR[], split))
+              AND step BETWEEN coalesce(?::BIGINT, step) AND coalesce(?::BIGINT, step)
             ORDER BY run_id, metric, split, step
             """,
             [
@@ -203,6 +206,8 @@ def step_metrics_by_step(
                 list(metrics) if metrics is not None else None,
                 list(splits) if splits is not None else None,
                 list(splits) if splits is not None else None,
+                steps[0] if steps is not None else None,
+                steps[1] if steps is not None else None,
             ],
         ).df()
     finally:

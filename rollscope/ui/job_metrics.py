@@ -18,13 +18,16 @@ from trace_store import metrics
 q = store_access.cached_query
 
 
+def _have_rollouts(view: filters_ui.Filters) -> bool:
+    runs = store_access.list_runs()
+    chosen = runs[runs["run_id"].isin(view.run_ids)]
+    return int(pd.to_numeric(chosen["rollouts"]).fillna(0).sum()) > 0
+
+
 def no_rewards_then_job_metrics(view: filters_ui.Filters, smoothing: float) -> None:
     """What the screen shows when no rollout of the view has a reward: why, then the job's
     metrics if any."""
-    runs = store_access.list_runs()
-    chosen = runs[runs["run_id"].isin(view.run_ids)]
-    rollouts = int(pd.to_numeric(chosen["rollouts"]).fillna(0).sum())
-    if rollouts == 0 and not q(metrics.step_metric_names)(list(view.run_ids)).empty:
+    if not _have_rollouts(view) and not q(metrics.step_metric_names)(list(view.run_ids)).empty:
         st.info(
             "These runs have no rollouts, only the metrics their training job reported (below). "
             "Import the job's rollout traces to see how the agent earned its reward.",
@@ -47,14 +50,18 @@ def job_metrics_section(view: filters_ui.Filters, smoothing: float) -> bool:
         metric = filters_ui.trainer_metric_control(sorted(set(reported["metric"])))
     # Metrics not tied to a split (`all`, such as step timings) show under either split.
     splits = None if view.split is None else [view.split, "all"]
-    frame = q(metrics.step_metrics_by_step)(list(view.run_ids), metrics=[metric], splits=splits)
+    # The step slider's bounds come from rollouts: runs with none have no range to apply.
+    steps = view.steps if _have_rollouts(view) else None
+    frame = q(metrics.step_metrics_by_step)(
+        list(view.run_ids), metrics=[metric], splits=splits, steps=steps
+    )
     if frame.empty:
-        st.caption(f"The job reported {metric} for no step of this split.")
+        st.caption(f"The job reported {metric} for none of these steps in this split.")
         return True
     figure = charts.trainer_metric(frame, view.names, metric, view.run_ids, smoothing=smoothing)
     st.plotly_chart(figure, width="stretch")
     st.caption(
-        "Every step the job reported (the step range above filters rollouts only), smoothed "
-        "like the curves above. Validation is dashed."
+        ("The steps chosen above" if steps else "Every step the job reported")
+        + ", smoothed like the curves above. Validation is dashed."
     )
     return True
