@@ -34,8 +34,10 @@ def copy_store_file(store_target: Callable[[Path], str]) -> Callable[..., Path]:
         if target not in filled:
             if embedded or store_target(target) == str(target):
                 shutil.copyfile(source, target)
-            else:
-                copy_store(source, store_target(target))
+            else:  # the source may itself stand for a lake (a copy of a copy)
+                copy_store(
+                    source if source.exists() else store_target(source), store_target(target)
+                )
             filled.add(target)
         return target
 

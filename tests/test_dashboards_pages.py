@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -45,11 +44,10 @@ CHARTS = {
 
 
 @pytest.fixture(scope="module")
-def demo_db(demo_store_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def demo_db(demo_store_file, copy_store_file, store_target, tmp_path_factory) -> Path:
     """A copy of the demo store with its dashboard summaries built (the screens only read)."""
-    path = tmp_path_factory.mktemp("dash-pages") / "demo.duckdb"
-    shutil.copyfile(demo_store_file, path)
-    with open_store(path) as store:
+    path = copy_store_file(demo_store_file, tmp_path_factory.mktemp("dash-pages") / "demo.duckdb")
+    with open_store(store_target(path)) as store:
         dashboards.refresh_summaries(store)
     return path
 
@@ -239,12 +237,11 @@ JOB_CHART = "Reported by the training job: "
 
 
 @pytest.fixture(scope="module")
-def job_db(demo_db: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def job_db(demo_db, copy_store_file, store_target, tmp_path_factory) -> Path:
     """The demo plus a run that has only the metrics its fine-tuning job reported (no rollouts:
     the demo's summaries stay as they are)."""
-    path = tmp_path_factory.mktemp("job-metrics") / "job.duckdb"
-    shutil.copyfile(demo_db, path)
-    with open_store(path) as store:
+    path = copy_store_file(demo_db, tmp_path_factory.mktemp("job-metrics") / "job.duckdb")
+    with open_store(store_target(path)) as store:
         store.ingest_file(JOB_EVENTS)
     return path
 

@@ -38,7 +38,7 @@ def metric(at: AppTest, label: str) -> str:
     return str(found.value)
 
 
-def one_value(db: Path, sql: str, params: list | None = None):
+def one_value(db: Path | str, sql: str, params: list | None = None):
     # Not read-only: the app in this process holds the file with the default configuration.
     with open_store(db) as store:
         row = store.cursor().execute(sql, params or []).fetchone()
@@ -47,18 +47,18 @@ def one_value(db: Path, sql: str, params: list | None = None):
 
 
 @pytest.fixture(scope="module")
-def hack_rollout(demo_store_path: Path) -> str:
+def hack_rollout(demo_store_path: Path, store_target) -> str:
     return one_value(
-        demo_store_path,
+        store_target(demo_store_path),
         "SELECT rollout_id FROM rollouts WHERE run_id = 'demo-train'"
         " AND json_extract_string(metadata, '$.planted_hack') = 'no_tool_calls_full_reward' ORDER BY rollout_id LIMIT 1",
     )
 
 
 @pytest.fixture(scope="module")
-def parallel_rollout(demo_store_path: Path) -> str:
+def parallel_rollout(demo_store_path: Path, store_target) -> str:
     return one_value(
-        demo_store_path,
+        store_target(demo_store_path),
         "SELECT rollout_id FROM rollouts WHERE run_id = 'demo-train' AND max_parallel_calls >= 3"
         " AND split = 'train'"
         " AND status = 'ok' ORDER BY rollout_id LIMIT 1",
