@@ -33,6 +33,7 @@ class Filters:
     steps: tuple[int, int]
     split: str | None  # None: both splits
     bounds: tuple[int, int]  # the chosen runs' first and last step
+    rollouts: int = 0  # the chosen runs' rollouts (none: only what a training job reported)
     names: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     @property
@@ -138,6 +139,7 @@ def shared_filters() -> Filters | None:
         steps=steps,
         split=None if split == "all" else split,
         bounds=bounds,
+        rollouts=int(pd.to_numeric(picked["rollouts"]).fillna(0).sum()),
         names=names,
     )
 

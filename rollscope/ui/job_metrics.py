@@ -7,7 +7,6 @@ are drawn here, beside the curves computed from rollouts, or alone for a run tha
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from rollscope.ui import charts_dashboards as charts
@@ -18,16 +17,10 @@ from trace_store import metrics
 q = store_access.cached_query
 
 
-def _have_rollouts(view: filters_ui.Filters) -> bool:
-    runs = store_access.list_runs()
-    chosen = runs[runs["run_id"].isin(view.run_ids)]
-    return int(pd.to_numeric(chosen["rollouts"]).fillna(0).sum()) > 0
-
-
 def no_rewards_then_job_metrics(view: filters_ui.Filters, smoothing: float) -> None:
     """What the screen shows when no rollout of the view has a reward: why, then the job's
     metrics if any."""
-    if not _have_rollouts(view) and not q(metrics.step_metric_names)(list(view.run_ids)).empty:
+    if not view.rollouts and not q(metrics.step_metric_names)(list(view.run_ids)).empty:
         st.info(
             "These runs have no rollouts, only the metrics their training job reported (below). "
             "Import the job's rollout traces to see how the agent earned its reward.",
@@ -38,12 +31,12 @@ def no_rewards_then_job_metrics(view: filters_ui.Filters, smoothing: float) -> N
     job_metrics_section(view, smoothing)
 
 
-def job_metrics_section(view: filters_ui.Filters, smoothing: float) -> bool:
-    """A metric picker and its chart for the chosen runs; False (nothing drawn) if their jobs
-    reported no metrics."""
+def job_metrics_section(view: filters_ui.Filters, smoothing: float) -> None:
+    """A metric picker and its chart for the chosen runs; nothing if their jobs reported no
+    metrics."""
     reported = q(metrics.step_metric_names)(list(view.run_ids))
     if reported.empty:
-        return False
+        return
     st.subheader("Reported by the training job")
     metric_col, _ = st.columns([1, 2])
     with metric_col:
@@ -51,17 +44,16 @@ def job_metrics_section(view: filters_ui.Filters, smoothing: float) -> bool:
     # Metrics not tied to a split (`all`, such as step timings) show under either split.
     splits = None if view.split is None else [view.split, "all"]
     # The step slider's bounds come from rollouts: runs with none have no range to apply.
-    steps = view.steps if _have_rollouts(view) else None
+    steps = view.steps if view.rollouts else None
     frame = q(metrics.step_metrics_by_step)(
         list(view.run_ids), metrics=[metric], splits=splits, steps=steps
     )
     if frame.empty:
         st.caption(f"The job reported {metric} for none of these steps in this split.")
-        return True
+        return
     figure = charts.trainer_metric(frame, view.names, metric, view.run_ids, smoothing=smoothing)
     st.plotly_chart(figure, width="stretch")
     st.caption(
         ("The steps chosen above" if steps else "Every step the job reported")
         + ", smoothed like the curves above. Validation is dashed."
     )
-    return True
